@@ -1,0 +1,365 @@
+"""Outcome advantages over groups of rollouts (GRPO family) and verl loss reductions.
+
+Every estimator takes a flat batch ``rewards (N,)`` with ``group_ids (N,)`` in any
+order (ids need not be sorted, contiguous or non-negative; any dtype ``np.unique``
+can sort works).  A member is *ungraded* when its reward is NaN or its ``mask``
+entry is False: it is left out of every statistic and its advantage is NaN, so the
+caller has to decide explicitly whether to drop or zero it.
+
+Conventions shared by the estimators in this module:
+
+==================  =================================================================
+group statistics    over the graded members of the group only
+std                 unbiased (ddof=1), as ``torch.std`` in verl
+eps                 added to the std (not the variance), as in verl
+group of one        verl convention: mean 0, std 1, so the advantage is r / (1 + eps)
+                    (GRPO), r (Dr. GRPO, REINFORCE++-baseline); RLOO gives 0
+constant group      advantage exactly 0 (verl leaves rounding residue / eps)
+==================  =================================================================
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.intp]
+BoolArray = npt.NDArray[np.bool_]
+
+__all__ = [
+    "agg_loss",
+    "dr_grpo_advantages",
+    "grpo_advantages",
+    "reinforce_pp_baseline_advantages",
+    "rloo_advantages",
+    "seq_mean_token_mean",
+    "seq_mean_token_sum",
+    "seq_mean_token_sum_norm",
+    "token_mean",
+]
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _as_1d_float(x: npt.ArrayLike, name: str) -> FloatArray:
+    a = np.asarray(x, dtype=np.float64)
+    if a.ndim != 1:
+        raise ValueError(f"{name} must be 1-D, got shape {a.shape}")
+    return a
+
+
+def _as_1d(x: npt.ArrayLike, name: str, n: int) -> npt.NDArray[Any]:
+    a = np.asarray(x)
+    if a.ndim != 1 or a.shape[0] != n:
+        raise ValueError(f"{name} must have shape ({n},), got {a.shape}")
+    return a
+
+
+def _valid_mask(values: FloatArray, mask: npt.ArrayLike | None) -> BoolArray:
+    valid = ~np.isnan(values)
+    if mask is not None:
+        valid &= _as_1d(mask, "mask", values.shape[0]).astype(bool)
+    return valid
+
+
+def _dense_codes(ids: npt.ArrayLike, name: str, n: int) -> tuple[IntArray, int]:
+    """Map arbitrary ids to 0..G-1 (sorted order of the distinct ids)."""
+    a = _as_1d(ids, name, n)
+    uniq, inv = np.unique(a, return_inverse=True)
+    return inv.reshape(-1).astype(np.intp), int(uniq.shape[0])
+
+
+def _combine_codes(a: IntArray, b: IntArray, n_b: int) -> tuple[IntArray, int]:
+    """Dense code of the pair (a, b); a * n_b + b cannot overflow since both < N."""
+    uniq, inv = np.unique(a.astype(np.int64) * n_b + b, return_inverse=True)
+    return inv.reshape(-1).astype(np.intp), int(uniq.shape[0])
+
+
+def _check_nested(inner: IntArray, n_inner: int, outer: IntArray) -> None:
+    """Raise unless every inner id (trajectory) sits inside a single outer id (group)."""
+    seen = np.full(n_inner, -1, dtype=np.intp)
+    seen[inner] = outer  # with duplicates one write wins; any mismatch still shows below
+    if np.any(seen[inner] != outer):
+        raise ValueError("each trajectory must belong to exactly one group")
+
+
+class _GroupStats(NamedTuple):
+    n: FloatArray  # (G,) graded members
+    mean: FloatArray  # (G,) NaN where count == 0
+    std: FloatArray  # (G,) ddof=1, NaN where count < 2
+    constant: BoolArray  # (G,) True where count >= 1 and all graded members are equal
+
+
+def _group_stats(x: FloatArray, codes: IntArray, n_groups: int, valid: BoolArray) -> _GroupStats:
+    xv = np.where(valid, x, 0.0)
+    w = valid.astype(np.float64)
+    count = np.bincount(codes, weights=w, minlength=n_groups).astype(np.float64)
+    total = np.bincount(codes, weights=xv, minlength=n_groups).astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = total / count
+        # two-pass (centred) sum of squares: one-pass E[x^2]-E[x]^2 cancels badly
+        dev = np.where(valid, x - mean[codes], 0.0)
+        ss = np.bincount(codes, weights=dev * dev, minlength=n_groups).astype(np.float64)
+        std = np.where(count >= 2, np.sqrt(ss / (count - 1.0)), np.nan)
+    lo = np.full(n_groups, np.inf)
+    hi = np.full(n_groups, -np.inf)
+    np.minimum.at(lo, codes[valid], x[valid])
+    np.maximum.at(hi, codes[valid], x[valid])
+    return _GroupStats(count, mean, std, (count >= 1) & (lo == hi))
+
+
+def _normalise_in_groups(
+    x: FloatArray,
+    codes: IntArray,
+    n_groups: int,
+    valid: BoolArray,
+    *,
+    norm_std: bool,
+    eps: float,
+    singleton: Literal["verl", "zero"],
+) -> FloatArray:
+    """(x - mean_g) [/ (std_g + eps)] with the module's edge-case conventions.
+
+    ``singleton="verl"``: a group with one graded member uses mean 0, std 1 (verl
+    ``compute_grpo_outcome_advantage``); ``"zero"``: it gets advantage 0.
+    """
+    st = _group_stats(x, codes, n_groups, valid)
+    n = st.n[codes]  # (N,)
+    single = n == 1
+    mean = np.where(single, 0.0, st.mean[codes])
+    std = np.where(single, 1.0, st.std[codes])
+    centred = x - mean
+    # a constant group carries no signal; make it exactly 0 instead of residue / eps
+    centred = np.where(st.constant[codes] & ~single, 0.0, centred)
+    adv = centred / (std + eps) if norm_std else centred
+    if singleton == "zero":
+        adv = np.where(single, 0.0, adv)
+    return np.where(valid, adv, np.nan)
+
+
+# --------------------------------------------------------------------- estimators
+
+
+def grpo_advantages(
+    rewards: npt.ArrayLike,
+    group_ids: npt.ArrayLike,
+    *,
+    norm_std: bool = True,
+    eps: float = 1e-6,
+    mask: npt.ArrayLike | None = None,
+) -> FloatArray:
+    """GRPO outcome advantage ``A_i = (r_i - mean_g) / (std_g + eps)``.
+
+    Reference: Shao et al. 2024 (DeepSeekMath, GRPO); verl
+    ``verl/trainer/ppo/core_algos.py::compute_grpo_outcome_advantage``.
+    Follows verl: unbiased std (ddof=1), ``eps`` added to the std, and a group with a
+    single graded member uses mean 0, std 1, giving ``r / (1 + eps)`` (``r`` when
+    ``norm_std=False``).  Departs from verl in: ungraded members (NaN reward or
+    ``mask`` False) are excluded from the statistics and get NaN; a group whose
+    graded rewards are all equal gets exactly 0 (verl can leave ~1e-10 rounding
+    residue amplified by 1/eps); it returns one value per sequence, not a
+    token-broadcast (B, L) tensor.
+
+    Shapes: ``rewards (N,)``, ``group_ids (N,)``, ``mask (N,) bool`` -> ``(N,)``.
+    Example: one group ``[1, 0, 0, 1]`` -> ``±0.5 / 0.57735 = ±0.866``.
+    """
+    r = _as_1d_float(rewards, "rewards")
+    codes, n_groups = _dense_codes(group_ids, "group_ids", r.shape[0])
+    valid = _valid_mask(r, mask)
+    return _normalise_in_groups(
+        r, codes, n_groups, valid, norm_std=norm_std, eps=eps, singleton="verl"
+    )
+
+
+def dr_grpo_advantages(
+    rewards: npt.ArrayLike,
+    group_ids: npt.ArrayLike,
+    *,
+    mask: npt.ArrayLike | None = None,
+) -> FloatArray:
+    """Dr. GRPO outcome advantage ``A_i = r_i - mean_g`` (no std division).
+
+    Reference: Liu et al. 2025, "Understanding R1-Zero-Like Training: A Critical
+    Perspective" (Dr. GRPO); in verl it is ``compute_grpo_outcome_advantage`` with
+    ``norm_adv_by_std_in_grpo=False``.  Departs from the paper only in inheriting
+    verl's group-of-one rule (mean 0, so ``A = r``); the NaN/mask and constant-group
+    handling are those of :func:`grpo_advantages`.  The paper's other half, the
+    length-bias fix, lives in the loss: see :func:`seq_mean_token_sum_norm`.
+
+    Shapes: ``rewards (N,)``, ``group_ids (N,)`` -> ``(N,)``.  ``[1, 0, 0, 1]`` -> ``±0.5``.
+    """
+    return grpo_advantages(rewards, group_ids, norm_std=False, mask=mask)
+
+
+def rloo_advantages(
+    rewards: npt.ArrayLike,
+    group_ids: npt.ArrayLike,
+    *,
+    mask: npt.ArrayLike | None = None,
+) -> FloatArray:
+    """RLOO advantage ``A_i = r_i - mean_{j != i} r_j = n / (n - 1) * (r_i - mean_g)``.
+
+    Reference: Ahmadian et al. 2024, "Back to Basics: Revisiting REINFORCE Style
+    Optimization for Learning from Human Feedback in LLMs"; verl
+    ``core_algos.py::compute_rloo_outcome_advantage``.  ``n`` is the number of
+    graded members of the group.  Departs from verl for a group of one: there is no
+    "other" sample to form a baseline, so we return 0 (verl returns ``r``
+    unchanged).  Ungraded members are excluded and get NaN; a constant group gets 0.
+
+    Shapes: ``rewards (N,)``, ``group_ids (N,)`` -> ``(N,)``.  ``[1, 0, 0, 1]`` -> ``±2/3``.
+    """
+    r = _as_1d_float(rewards, "rewards")
+    codes, n_groups = _dense_codes(group_ids, "group_ids", r.shape[0])
+    valid = _valid_mask(r, mask)
+    centred = _normalise_in_groups(
+        r, codes, n_groups, valid, norm_std=False, eps=0.0, singleton="zero"
+    )
+    n = np.bincount(codes, weights=valid.astype(np.float64), minlength=n_groups)[codes]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        scale = np.where(n > 1, n / (n - 1.0), 0.0)
+    return centred * scale
+
+
+def reinforce_pp_baseline_advantages(
+    rewards: npt.ArrayLike,
+    group_ids: npt.ArrayLike,
+    *,
+    weights: npt.ArrayLike | None = None,
+    eps: float = 1e-8,
+    mask: npt.ArrayLike | None = None,
+) -> FloatArray:
+    """REINFORCE++-baseline: subtract the group mean, then whiten over the whole batch.
+
+    ``c_i = r_i - mean_g``; ``A_i = (c_i - mu) / sqrt(var + eps)`` where ``mu`` and the
+    unbiased ``var`` are taken over every graded member of the batch, weighted by
+    ``weights`` (Bessel correction on the total weight ``W``: ``var = sum w (c -
+    mu)^2 / (W - 1)``).
+
+    Reference: Hu et al. 2025, "REINFORCE++: A Simple and Efficient Approach for
+    Aligning Large Language Models"; verl
+    ``core_algos.py::compute_reinforce_plus_plus_baseline_outcome_advantage`` (group
+    mean, then ``verl_F.masked_whiten`` over response tokens, eps 1e-8 inside the
+    sqrt).  verl whitens over *tokens*; pass ``weights = response lengths`` to
+    reproduce that exactly, the default (all 1) whitens over sequences.  Group of one
+    follows verl (mean 0, ``c = r``).  Departs from verl in: ungraded members are
+    excluded and get NaN; if every graded ``c_i`` is equal (including a batch with
+    one graded member, where verl divides by zero) the advantage is exactly 0.
+
+    Shapes: ``rewards (N,)``, ``group_ids (N,)``, ``weights (N,) > 0`` -> ``(N,)``.
+    """
+    r = _as_1d_float(rewards, "rewards")
+    codes, n_groups = _dense_codes(group_ids, "group_ids", r.shape[0])
+    valid = _valid_mask(r, mask)
+    c = _normalise_in_groups(r, codes, n_groups, valid, norm_std=False, eps=0.0, singleton="verl")
+    if weights is None:
+        w = valid.astype(np.float64)
+    else:
+        w = _as_1d_float(weights, "weights")
+        if w.shape[0] != r.shape[0]:
+            raise ValueError(f"weights must have shape ({r.shape[0]},), got {w.shape}")
+        if np.any(valid & ~(w > 0)):
+            raise ValueError("weights must be > 0 for every graded member")
+        w = np.where(valid, w, 0.0)
+    cv = c[valid]
+    if cv.size == 0 or np.all(cv == cv[0]):
+        return np.where(valid, 0.0, np.nan)
+    big_w = float(w.sum())
+    mu = float(np.sum(w[valid] * cv)) / big_w
+    var = float(np.sum(w[valid] * (cv - mu) ** 2)) / (big_w - 1.0) if big_w > 1.0 else np.nan
+    return np.where(valid, (c - mu) / np.sqrt(var + eps), np.nan)
+
+
+# ------------------------------------------------------------------ loss reductions
+
+LossAggMode = Literal[
+    "token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"
+]
+
+
+def _loss_and_mask(loss: npt.ArrayLike, mask: npt.ArrayLike) -> tuple[FloatArray, FloatArray]:
+    x = np.asarray(loss, dtype=np.float64)
+    m = np.asarray(mask, dtype=np.float64)
+    if x.ndim != 2 or m.shape != x.shape:
+        raise ValueError(f"loss and mask must both be (B, L); got {x.shape} and {m.shape}")
+    # np.where, not x * m: padding positions may hold NaN/inf and must not leak
+    return np.where(m != 0, x * m, 0.0), m
+
+
+def token_mean(loss: npt.ArrayLike, mask: npt.ArrayLike) -> float:
+    """Mean over every unmasked token of the batch: ``sum(loss * mask) / sum(mask)``.
+
+    Reference: verl ``core_algos.py::agg_loss`` mode ``"token-mean"`` (DAPO's
+    token-level loss).  Departs from verl: exact division (verl adds 1e-8 to the
+    denominator) and an all-masked batch returns 0.0.  Shapes: ``(B, L)`` -> scalar.
+    """
+    x, m = _loss_and_mask(loss, mask)
+    denom = float(m.sum())
+    return float(x.sum()) / denom if denom > 0 else 0.0
+
+
+def seq_mean_token_sum(loss: npt.ArrayLike, mask: npt.ArrayLike) -> float:
+    """Mean over sequences of the per-sequence token sum: ``mean_b sum_t loss * mask``.
+
+    Reference: verl ``agg_loss`` mode ``"seq-mean-token-sum"``.  Shapes: ``(B, L)``
+    -> scalar; ``B = 0`` returns 0.0.
+    """
+    x, _ = _loss_and_mask(loss, mask)
+    return float(x.sum(axis=1).mean()) if x.shape[0] else 0.0
+
+
+def seq_mean_token_mean(loss: npt.ArrayLike, mask: npt.ArrayLike) -> float:
+    """Mean over sequences of the per-sequence token mean (original GRPO objective).
+
+    Reference: verl ``agg_loss`` mode ``"seq-mean-token-mean"``.  Departs from verl:
+    a sequence with no unmasked token contributes 0 (verl produces NaN) but still
+    counts in the sequence mean.  Shapes: ``(B, L)`` -> scalar.
+    """
+    x, m = _loss_and_mask(loss, mask)
+    if x.shape[0] == 0:
+        return 0.0
+    n_tok = m.sum(axis=1)  # (B,)
+    per_seq = np.divide(x.sum(axis=1), n_tok, out=np.zeros(x.shape[0]), where=n_tok > 0)
+    return float(per_seq.mean())
+
+
+def seq_mean_token_sum_norm(
+    loss: npt.ArrayLike, mask: npt.ArrayLike, *, norm_constant: float | None = None
+) -> float:
+    """Batch token sum divided by a constant: ``sum_{b,t} loss * mask / C``.
+
+    Reference: verl ``agg_loss`` mode ``"seq-mean-token-sum-norm"``, the Dr. GRPO
+    loss (Liu et al. 2025), which replaces the per-sequence 1/|o_i| by a constant so
+    that long wrong answers are not under-penalised.  verl uses ``C = L`` (the padded
+    response length of the batch) and notes it should be constant over training;
+    pass ``norm_constant`` (e.g. the generation budget ``max_response_length``) to
+    make it so.  As in verl the sum is over sequences, not a mean (scale ~B times
+    ``seq_mean_token_sum`` / C).  Shapes: ``(B, L)`` -> scalar.
+    """
+    x, _ = _loss_and_mask(loss, mask)
+    c = float(x.shape[1]) if norm_constant is None else float(norm_constant)
+    if c <= 0:
+        raise ValueError("norm_constant must be > 0")
+    return float(x.sum()) / c
+
+
+def agg_loss(
+    loss: npt.ArrayLike,
+    mask: npt.ArrayLike,
+    mode: LossAggMode = "token-mean",
+    *,
+    norm_constant: float | None = None,
+) -> float:
+    """Dispatch on verl's ``loss_agg_mode`` strings (see the four functions above)."""
+    if mode == "token-mean":
+        return token_mean(loss, mask)
+    if mode == "seq-mean-token-sum":
+        return seq_mean_token_sum(loss, mask)
+    if mode == "seq-mean-token-mean":
+        return seq_mean_token_mean(loss, mask)
+    if mode == "seq-mean-token-sum-norm":
+        return seq_mean_token_sum_norm(loss, mask, norm_constant=norm_constant)
+    raise ValueError(f"unknown loss_agg_mode: {mode!r}")

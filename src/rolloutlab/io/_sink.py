@@ -1,0 +1,294 @@
+"""Column builders: what importers write into, flushed to Parquet in bounded batches.
+
+Importers call :meth:`PartSink.add_trajectory` once per episode with plain values; the
+sink checks each value (type, finiteness, graded/reward consistency), appends it to
+column lists, and writes a record batch every ``batch_rows`` trajectories, so memory is
+bounded by the batch, not by the input.  Building pydantic objects per trajectory would
+cost more than parsing the JSON (see ``benchmarks/bench_ingest.py``), so the checks here
+mirror :class:`rolloutlab.schema.Trajectory` field by field instead.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from rolloutlab.io._errors import RecordError
+from rolloutlab.schema import METRICS, SPLITS, TERMINATIONS, TEXTS, TRAJECTORIES, TURNS
+
+_TRAJ_NUM = [f.name for f in TRAJECTORIES]
+_TURN_NUM = [f.name for f in TURNS]
+_TEXT = [f.name for f in TEXTS]
+
+
+@dataclass(slots=True)
+class TurnData:
+    """One turn as importers hand it over (see :class:`rolloutlab.schema.Turn`)."""
+
+    observation: str | None = None
+    anchor_obs: str | None = None
+    thought: str | None = None
+    action: str | None = None
+    parsed_action: str | None = None
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    action_valid: bool | None = None
+    reward: float | None = None
+    done: bool | None = None
+    tokens: int | None = None
+    entropy: float | None = None
+
+
+def as_float(value: Any, name: str) -> float | None:
+    """A finite float or None; strings, NaN and inf are refused with the value named."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return float(value)
+    if not isinstance(value, int | float):
+        raise RecordError(f"{name} must be a number, got {type(value).__name__} {_short(value)}")
+    x = float(value)
+    if not math.isfinite(x):
+        raise RecordError(f"{name} must be finite, got {value!r}")
+    return x
+
+
+def as_int(value: Any, name: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+        raise RecordError(f"{name} must be a whole number, got {_short(value)}")
+    if value < 0:
+        raise RecordError(f"{name} must be >= 0, got {value}")
+    return int(value)
+
+
+def _short(value: Any) -> str:
+    r = repr(value)
+    return r if len(r) <= 60 else r[:57] + "..."
+
+
+def to_text(value: Any) -> str | None:
+    """Text as stored: strings as they are, anything structured as JSON."""
+    if value is None or isinstance(value, str):
+        return value
+    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS, default=str).decode()
+
+
+def anchor_hash(text: str | None) -> int | None:
+    if text is None:
+        return None
+    import hashlib
+
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little", signed=True)
+
+
+class PartSink:
+    """Collects one part's rows and writes them as Parquet files under ``out_dir``."""
+
+    def __init__(self, run_id: str, out_dir: Path, stem: str, *, batch_rows: int = 2048) -> None:
+        self.run_id = run_id
+        self.out_dir = out_dir
+        self.stem = stem
+        self.batch_rows = batch_rows
+        self.counts: dict[str, int] = {"trajectories": 0, "turns": 0, "texts": 0, "metrics": 0}
+        self.steps: set[tuple[str, int]] = set()
+        self.traj_ids: set[str] = set()
+        self._cols: dict[str, dict[str, list[Any]]] = {
+            "trajectories": {c: [] for c in _TRAJ_NUM},
+            "turns": {c: [] for c in _TURN_NUM},
+            "texts": {c: [] for c in _TEXT},
+            "metrics": {c.name: [] for c in METRICS},
+        }
+        self._schemas = {"trajectories": TRAJECTORIES, "turns": TURNS, "texts": TEXTS, "metrics": METRICS}
+        self._writers: dict[str, pq.ParquetWriter] = {}
+        self.files: dict[str, str] = {}
+
+    # -- trajectories --------------------------------------------------------------
+    def add_trajectory(
+        self,
+        *,
+        traj_id: str,
+        step: int,
+        split: str = "train",
+        group_id: str | None = None,
+        sample_idx: int | None = None,
+        task_id: str | None = None,
+        data_source: str | None = None,
+        prompt: str | Sequence[Any] | None = None,
+        response: str | None = None,
+        reward: Any = None,
+        reward_components: Mapping[str, Any] | None = None,
+        success: bool | None = None,
+        graded: bool | None = None,
+        termination: str | None = None,
+        error: str | None = None,
+        num_turns: int | None = None,
+        prompt_tokens: int | None = None,
+        response_tokens: int | None = None,
+        tool_calls: int | None = None,
+        invalid_actions: int | None = None,
+        extras: Mapping[str, Any] | None = None,
+        turns: Sequence[TurnData] | None = None,
+    ) -> None:
+        """Append one trajectory; raises :class:`RecordError` naming the bad field.
+
+        ``graded`` defaults to "a reward is present"; an explicit ``graded=False`` with a
+        reward keeps the reward out (it is not a real grade) and records it in extras.
+        """
+        if split not in SPLITS:
+            raise RecordError(f"split must be one of {', '.join(SPLITS)}; got {split!r}")
+        if termination is not None and termination not in TERMINATIONS:
+            raise RecordError(f"termination must be one of {', '.join(TERMINATIONS)}; got {termination!r}")
+        if traj_id in self.traj_ids:
+            raise RecordError(f"duplicate trajectory id {traj_id!r}")
+        step_i = as_int(step, "step")
+        assert step_i is not None
+        r = as_float(reward, "reward")
+        if graded is None:
+            graded = r is not None
+        if not graded and r is not None:
+            extras = {**(extras or {}), "reward_when_ungraded": r}
+            r = None
+        if graded and r is None:
+            raise RecordError("reward is missing (a trajectory without a grade must be marked ungraded)")
+        comps: list[tuple[str, float]] = []
+        for k, v in (reward_components or {}).items():
+            x = as_float(v, f"reward component {k!r}")
+            if x is not None:
+                comps.append((str(k), x))
+        turns = turns or []
+        n_turns = as_int(num_turns, "num_turns")
+        if n_turns is None and turns:
+            n_turns = len(turns)
+        n_tools = as_int(tool_calls, "tool_calls")
+        if n_tools is None and turns:
+            n_tools = sum(len(t.tool_calls) for t in turns)
+        n_invalid = as_int(invalid_actions, "invalid_actions")
+        if n_invalid is None and turns and any(t.action_valid is not None for t in turns):
+            n_invalid = sum(1 for t in turns if t.action_valid is False)
+        resp_tokens = as_int(response_tokens, "response_tokens")
+        if resp_tokens is None and turns and all(t.tokens is not None for t in turns):
+            resp_tokens = sum(t.tokens or 0 for t in turns)
+        prompt_text = to_text(prompt)
+
+        c = self._cols["trajectories"]
+        c["run_id"].append(self.run_id)
+        c["split"].append(split)
+        c["step"].append(step_i)
+        c["group_id"].append(group_id)
+        c["sample_idx"].append(sample_idx)
+        c["traj_id"].append(traj_id)
+        c["task_id"].append(task_id)
+        c["data_source"].append(data_source)
+        c["reward"].append(r)
+        c["reward_components"].append(comps)
+        c["success"].append(success)
+        c["graded"].append(bool(graded))
+        c["termination"].append(termination)
+        c["num_turns"].append(n_turns)
+        c["prompt_tokens"].append(as_int(prompt_tokens, "prompt_tokens"))
+        c["response_tokens"].append(resp_tokens)
+        c["tool_calls"].append(n_tools)
+        c["invalid_actions"].append(n_invalid)
+        c["prompt_chars"].append(len(prompt_text) if prompt_text is not None else None)
+        c["response_chars"].append(len(response) if response is not None else None)
+        self._text(split, step_i, traj_id, -1, prompt=prompt_text, response=response, error=error,
+                   extras=to_text(dict(extras)) if extras else None)
+        for i, t in enumerate(turns):
+            self._turn(split, step_i, traj_id, i, t)
+        self.traj_ids.add(traj_id)
+        self.steps.add((split, step_i))
+        self.counts["trajectories"] += 1
+        if len(c["traj_id"]) >= self.batch_rows:
+            self.flush()
+
+    def _turn(self, split: str, step: int, traj_id: str, idx: int, t: TurnData) -> None:
+        c = self._cols["turns"]
+        c["run_id"].append(self.run_id)
+        c["split"].append(split)
+        c["step"].append(step)
+        c["traj_id"].append(traj_id)
+        c["turn_idx"].append(idx)
+        c["reward"].append(as_float(t.reward, f"turn {idx} reward"))
+        c["action_valid"].append(t.action_valid)
+        c["done"].append(t.done)
+        c["tokens"].append(as_int(t.tokens, f"turn {idx} tokens"))
+        c["num_tool_calls"].append(len(t.tool_calls))
+        c["entropy"].append(as_float(t.entropy, f"turn {idx} entropy"))
+        c["anchor_hash"].append(anchor_hash(t.anchor_obs))
+        self._text(split, step, traj_id, idx, observation=t.observation, anchor_obs=t.anchor_obs,
+                   thought=t.thought, action=t.action, parsed_action=t.parsed_action,
+                   tool_calls=to_text(t.tool_calls) if t.tool_calls else None)
+        self.counts["turns"] += 1
+
+    def _text(self, split: str, step: int, traj_id: str, turn_idx: int, **texts: str | None) -> None:
+        c = self._cols["texts"]
+        c["run_id"].append(self.run_id)
+        c["split"].append(split)
+        c["step"].append(step)
+        c["traj_id"].append(traj_id)
+        c["turn_idx"].append(turn_idx)
+        for name in _TEXT[5:]:
+            c[name].append(texts.get(name))
+        self.counts["texts"] += 1
+
+    # -- metrics -------------------------------------------------------------------
+    def add_metric(self, step: int, name: str, value: Any, *, split: str = "train") -> None:
+        """One trainer scalar; non-numeric values are refused, NaN/inf kept as null."""
+        if value is None:
+            return
+        if isinstance(value, bool):
+            value = float(value)
+        if not isinstance(value, int | float):
+            raise RecordError(f"metric {name!r} must be a number, got {_short(value)}")
+        x = float(value)
+        c = self._cols["metrics"]
+        c["run_id"].append(self.run_id)
+        c["split"].append(split)
+        c["step"].append(as_int(step, "step"))
+        c["name"].append(name)
+        c["value"].append(x if math.isfinite(x) else None)
+        self.counts["metrics"] += 1
+
+    # -- output --------------------------------------------------------------------
+    def flush(self) -> None:
+        for table, cols in self._cols.items():
+            n = len(next(iter(cols.values())))
+            if n == 0:
+                continue
+            batch = pa.Table.from_pydict(cols, schema=self._schemas[table])
+            w = self._writers.get(table)
+            if w is None:
+                path = self.out_dir / table / f"{self.stem}.parquet"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                # Text compresses well with zstd; numbers stay cheap to scan either way.
+                w = pq.ParquetWriter(path, self._schemas[table], compression="zstd", compression_level=1)
+                self._writers[table] = w
+                self.files[table] = str(path.relative_to(self.out_dir))
+            w.write_table(batch)
+            for v in cols.values():
+                v.clear()
+
+    def close(self) -> None:
+        self.flush()
+        for w in self._writers.values():
+            w.close()
+        self._writers.clear()
+
+    def abort(self) -> None:
+        for w in self._writers.values():
+            try:
+                w.close()
+            except OSError:
+                pass
+        self._writers.clear()
+        for rel in self.files.values():
+            (self.out_dir / rel).unlink(missing_ok=True)
+        self.files.clear()

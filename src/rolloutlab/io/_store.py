@@ -1,0 +1,254 @@
+"""The store: partitioned Parquet tables, a manifest that commits them, DuckDB on top.
+
+Layout::
+
+    <store>/_manifest.json                        # the commit point (rewritten atomically)
+    <store>/runs/runs.parquet                     # one row per run (from the manifest)
+    <store>/<table>/run_id=<run>/<part>-<fp>.parquet   # metrics, trajectories, turns, texts, rejects
+
+Only files listed in the manifest are part of the store: an ingest writes new files under
+``_staging/``, moves them in, then swaps the manifest; a crash before the swap leaves the
+old store intact (stray files are removed by the next ingest).  Readers query through
+DuckDB views over exactly the manifest's files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from rolloutlab.io._errors import RolloutlabError
+from rolloutlab.schema import FORMAT_VERSION, TABLES
+
+DATA_TABLES = ("metrics", "trajectories", "turns", "texts", "rejects")
+MANIFEST = "_manifest.json"
+
+
+def default_store() -> Path:
+    return Path(os.environ.get("ROLLOUTLAB_STORE") or ".rolloutlab")
+
+
+def slug(text: str) -> str:
+    s = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.")
+    return s[:120] or "run"
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file and a rename."""
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+class Store:
+    """A store on disk.  Open with :func:`open_store`; query with :meth:`sql` or the
+    table helpers, which return DuckDB relations (``.arrow()``, ``.df()``, ``.pl()``)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.manifest: dict[str, Any] = self._read_manifest()
+        self._con: duckdb.DuckDBPyConnection | None = None
+
+    # -- manifest ------------------------------------------------------------------
+    def _read_manifest(self) -> dict[str, Any]:
+        p = self.path / MANIFEST
+        if not p.exists():
+            return {"format_version": FORMAT_VERSION, "runs": {}}
+        m: dict[str, Any] = orjson.loads(p.read_bytes())
+        major = str(m.get("format_version", "0")).split(".")[0]
+        if major != FORMAT_VERSION.split(".")[0]:
+            raise RolloutlabError(
+                f"{p}: store format {m.get('format_version')} is not readable by this version "
+                f"(expects {FORMAT_VERSION}); re-ingest the sources into a new store"
+            )
+        return m
+
+    @property
+    def exists(self) -> bool:
+        return (self.path / MANIFEST).exists()
+
+    def run_ids(self) -> list[str]:
+        return list(self.manifest["runs"])
+
+    def files(self, table: str) -> list[Path]:
+        out: list[Path] = []
+        for run in self.manifest["runs"].values():
+            for part in run["parts"].values():
+                rel = part["files"].get(table)
+                if rel:
+                    out.append(self.path / rel)
+        return out
+
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        """One writer at a time (readers never need the lock)."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        with open(self.path / ".lock", "w") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
+
+    def commit(self, manifest: dict[str, Any], staging: Path) -> None:
+        """Move staged files in, swap the manifest, then drop files no longer listed."""
+        for src in sorted(staging.rglob("*.parquet")):
+            dest = self.path / src.relative_to(staging)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(src, dest)
+        (self.path / "runs").mkdir(parents=True, exist_ok=True)
+        pq.write_table(runs_table(manifest), self.path / "runs" / "runs.parquet")
+        write_atomic(self.path / MANIFEST, orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
+        self.manifest = manifest
+        self._con = None
+        self.collect_garbage()
+        shutil.rmtree(staging, ignore_errors=True)
+
+    def collect_garbage(self) -> None:
+        keep = {p.resolve() for t in DATA_TABLES for p in self.files(t)}
+        for table in DATA_TABLES:
+            d = self.path / table
+            if d.exists():
+                for f in d.rglob("*.parquet"):
+                    if f.resolve() not in keep:
+                        f.unlink()
+        stage = self.path / "_staging"
+        if stage.exists() and not any(stage.iterdir()):
+            stage.rmdir()
+
+    # -- queries -------------------------------------------------------------------
+    @property
+    def con(self) -> duckdb.DuckDBPyConnection:
+        """A DuckDB connection with one view per table over the committed files."""
+        if self._con is None:
+            con = duckdb.connect(":memory:")
+            con.register("runs", runs_table(self.manifest))
+            for table in DATA_TABLES:
+                files = [str(f) for f in self.files(table)]
+                if files:
+                    flist = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
+                    con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet([{flist}], union_by_name = true)")
+                else:
+                    con.register(f"_empty_{table}", TABLES[table].empty_table())
+                    con.execute(f"CREATE VIEW {table} AS SELECT * FROM _empty_{table}")
+            self._con = con
+        return self._con
+
+    def sql(self, query: str, params: list[Any] | None = None) -> duckdb.DuckDBPyRelation:
+        return self.con.sql(query, params=params)
+
+    def runs(self) -> pa.Table:
+        return runs_table(self.manifest)
+
+    def resolve_run(self, run: str) -> str:
+        """A run id from an id, a name, or a unique prefix; errors list what exists."""
+        runs = self.manifest["runs"]
+        if run in runs:
+            return run
+        by_name = [rid for rid, r in runs.items() if r["run"]["name"] == run]
+        if len(by_name) == 1:
+            return by_name[0]
+        pref = [rid for rid in runs if rid.startswith(run)]
+        if len(pref) == 1:
+            return pref[0]
+        known = ", ".join(sorted(runs)) or "none (ingest something first)"
+        what = "is ambiguous" if len(pref) > 1 or len(by_name) > 1 else "is not in the store"
+        raise RolloutlabError(f"run {run!r} {what} {self.path}; runs: {known}")
+
+    def _where(self, run: str | None, split: str | None, step: int | None) -> tuple[str, list[Any]]:
+        cond, params = ["TRUE"], []
+        if run is not None:
+            cond.append("run_id = ?")
+            params.append(self.resolve_run(run))
+        if split is not None:
+            cond.append("split = ?")
+            params.append(split)
+        if step is not None:
+            cond.append("step = ?")
+            params.append(step)
+        return " AND ".join(cond), params
+
+    def trajectories(self, run: str | None = None, *, split: str | None = None, step: int | None = None) -> duckdb.DuckDBPyRelation:
+        where, params = self._where(run, split, step)
+        return self.con.sql(f"SELECT * FROM trajectories WHERE {where} ORDER BY run_id, split, step, group_id, sample_idx, traj_id", params=params)
+
+    def turns(self, run: str | None = None, *, split: str | None = None, step: int | None = None) -> duckdb.DuckDBPyRelation:
+        where, params = self._where(run, split, step)
+        return self.con.sql(f"SELECT * FROM turns WHERE {where} ORDER BY run_id, split, step, traj_id, turn_idx", params=params)
+
+    def metrics(self, run: str | None = None, *, split: str | None = None) -> duckdb.DuckDBPyRelation:
+        where, params = self._where(run, split, None)
+        return self.con.sql(f"SELECT * FROM metrics WHERE {where} ORDER BY run_id, split, step, name", params=params)
+
+    def steps(self, run: str | None = None, *, split: str | None = None) -> duckdb.DuckDBPyRelation:
+        """Per-step reward/length table.  ``mean_reward`` is over graded trajectories
+        only; ``mean_reward_all`` counts ungraded ones as 0 (both are reported because
+        ungraded is not zero)."""
+        where, params = self._where(run, split, None)
+        return self.con.sql(
+            f"""
+            SELECT run_id, split, step,
+                   count(*) AS trajectories,
+                   count(DISTINCT group_id) AS groups,
+                   avg(reward) AS mean_reward,
+                   stddev_samp(reward) AS std_reward,
+                   avg(coalesce(reward, 0)) AS mean_reward_all,
+                   avg(CASE WHEN graded THEN 0.0 ELSE 1.0 END) AS ungraded_rate,
+                   avg(CAST(success AS DOUBLE)) AS success_rate,
+                   avg(response_tokens) AS mean_response_tokens,
+                   avg(response_chars) AS mean_response_chars,
+                   avg(num_turns) AS mean_turns
+            FROM trajectories WHERE {where}
+            GROUP BY run_id, split, step ORDER BY run_id, split, step
+            """,
+            params=params,
+        )
+
+    def texts(self, traj_ids: list[str], run: str) -> duckdb.DuckDBPyRelation:
+        rid = self.resolve_run(run)
+        return self.con.sql(
+            "SELECT * FROM texts WHERE run_id = ? AND list_contains(?, traj_id) ORDER BY traj_id, turn_idx",
+            params=[rid, traj_ids],
+        )
+
+
+def runs_table(manifest: dict[str, Any]) -> pa.Table:
+    rows: dict[str, list[Any]] = {f.name: [] for f in TABLES["runs"]}
+    for rid, entry in manifest["runs"].items():
+        r = entry["run"]
+        rows["run_id"].append(rid)
+        rows["name"].append(r.get("name"))
+        rows["source"].append(r.get("source"))
+        rows["model"].append(r.get("model"))
+        rows["algorithm"].append(r.get("algorithm"))
+        rows["env"].append(r.get("env"))
+        rows["config"].append(orjson.dumps(r.get("config") or {}, default=str).decode())
+        rows["labels"].append(list((r.get("labels") or {}).items()))
+        rows["status"].append(r.get("status"))
+        rows["last_step"].append(r.get("last_step"))
+        rows["created_at"].append(r.get("created_at"))
+        rows["format_version"].append(manifest.get("format_version"))
+        rows["sources"].append(entry.get("sources", []))
+    return pa.Table.from_pydict(rows, schema=TABLES["runs"])
+
+
+def open_store(path: str | Path | None = None) -> Store:
+    """Open a store for reading (``$ROLLOUTLAB_STORE`` or ``./.rolloutlab`` by default)."""
+    p = Path(path) if path is not None else default_store()
+    if not (p / MANIFEST).exists():
+        raise RolloutlabError(f"no store at {p} (run `rolloutlab ingest SRC --store {p}` first)")
+    return Store(p)

@@ -1,0 +1,150 @@
+"""What an importer is: detect a format, list its parts, read a part into a sink.
+
+A *part* is the unit of incremental ingest: a file, or the files of one step (a step
+folder of AgentGym-RL ranks, say).  The store remembers each part's fingerprint; an
+unchanged part is not read again, a grown or rewritten one replaces its old rows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import orjson
+
+from rolloutlab.io._errors import InputError, RecordError, snippet_of
+from rolloutlab.io._files import iter_jsonl
+from rolloutlab.io._sink import PartSink
+
+
+@dataclass
+class RunInfo:
+    """Identity of a run as far as its artifacts tell it."""
+
+    name: str
+    model: str | None = None
+    algorithm: str | None = None
+    env: str | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+    status: str = "unknown"
+    created_at: str | None = None
+
+
+@dataclass(frozen=True)
+class Part:
+    """A unit of incremental ingest.
+
+    ``exclusive_steps``: the part owns its ``(split, step)`` — a second part of the same
+    run writing trajectories for that step is a duplicate step file and is refused.
+    """
+
+    key: str
+    paths: tuple[Path, ...]
+    exclusive_steps: bool = False
+
+
+@dataclass
+class Reject:
+    source: str
+    line: int | None
+    column: int | None
+    error: str
+    snippet: str | None
+
+
+class ReadContext:
+    """Error policy for one ingest: ``fail`` raises at the first bad record, ``skip``
+    quarantines it into the ``rejects`` table and goes on."""
+
+    def __init__(self, on_error: str = "fail") -> None:
+        if on_error not in ("fail", "skip"):
+            raise ValueError(f"on_error must be 'fail' or 'skip', got {on_error!r}")
+        self.on_error = on_error
+        self.rejects: list[Reject] = []
+        self.warnings: list[str] = []
+
+    def _reject(self, err: InputError) -> None:
+        self.rejects.append(Reject(err.path or "", err.line, err.column, err.message, err.snippet))
+
+    def jsonl(self, path: Path) -> Iterator[tuple[int, Any]]:
+        """Lines of a JSONL file; bad lines raise or are quarantined per the policy."""
+        return iter_jsonl(path, on_bad_line=self._reject if self.on_error == "skip" else None)
+
+    @contextlib.contextmanager
+    def record(self, path: Path, line: int | None = None, obj: Any = None) -> Iterator[None]:
+        """Wrap the conversion of one record: a :class:`RecordError` raised inside gets
+        the file and line attached and is raised or quarantined."""
+        try:
+            yield
+        except RecordError as e:
+            snip = e.snippet
+            if snip is None and obj is not None:
+                snip = snippet_of(orjson.dumps(obj, default=str)[:400], None, 100)
+            err = e.located(path=path, line=line, snippet=snip)
+            if self.on_error == "fail":
+                raise err from None
+            self._reject(err)
+
+    def warn(self, message: str) -> None:
+        self.warnings.append(message)
+
+
+class Importer:
+    """Base of the importers.  Subclasses set ``name``/``summary`` and override the four
+    methods; ``recovers`` documents what the format can and cannot give back."""
+
+    name: ClassVar[str]
+    summary: ClassVar[str]
+    recovers: ClassVar[str] = ""
+
+    def detect(self, src: Path) -> int:
+        """How sure we are that ``src`` is this format: 0 (no) .. 100 (certain)."""
+        raise NotImplementedError
+
+    def run_info(self, src: Path) -> RunInfo:
+        return RunInfo(name=default_name(src))
+
+    def parts(self, src: Path) -> list[Part]:
+        raise NotImplementedError
+
+    def read(self, part: Part, sink: PartSink, ctx: ReadContext) -> None:
+        raise NotImplementedError
+
+
+def default_name(src: Path) -> str:
+    name = src.name
+    for suf in (".gz", ".zst", ".jsonl", ".json", ".parquet", ".eval", ".csv", ".tsv", ".tar", ".tgz", ".zip"):
+        if name.endswith(suf):
+            name = name[: -len(suf)]
+    return name or "run"
+
+
+def require(obj: Any, key: str, kind: type | tuple[type, ...] | None = None) -> Any:
+    """``obj[key]``, or a :class:`RecordError` naming the missing key / wrong type."""
+    if not isinstance(obj, dict):
+        raise RecordError(f"expected a JSON object, got {type(obj).__name__}")
+    if key not in obj:
+        raise RecordError(f"missing required field {key!r} (fields present: {', '.join(list(obj)[:12])})")
+    v = obj[key]
+    if kind is not None and not isinstance(v, kind):
+        names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        r = repr(v)
+        raise RecordError(f"field {key!r} must be {names}, got {type(v).__name__} {r[:60]}")
+    return v
+
+
+REGISTRY: dict[str, Importer] = {}
+
+
+def register(cls: type[Importer]) -> type[Importer]:
+    """Class decorator: add an importer to the registry under its ``name``."""
+    if cls.name in REGISTRY:
+        raise ValueError(f"importer {cls.name!r} registered twice")
+    REGISTRY[cls.name] = cls()
+    return cls
+
+
+ImporterFactory = Callable[[], Importer]

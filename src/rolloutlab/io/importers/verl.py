@@ -1,0 +1,247 @@
+"""verl rollout / validation dumps and verl metric logs.
+
+Reads (FORMATS.md § verl; ``verl/trainer/ppo/ray_trainer.py::_dump_generations``):
+
+- a folder of ``{global_step}.jsonl`` files (``trainer.rollout_data_dir``; bare integer
+  stems, optionally compressed).  Keys ``input, output, gts?, score, step`` then the
+  reward function's extras.  A folder whose name contains ``val`` (or ``--split val``)
+  holds validation dumps; ``0.jsonl`` there is the pre-training validation;
+- a file-logger metrics file (lines ``{"step": N, "data": {...}}``) and console logs
+  with lines ``step:N - name:value - ...``, in the folder or given directly.
+
+Recovered: reward (``score``), reward components (every numeric extra, e.g. ``acc``),
+ground truth (``gts``) and non-numeric extras in ``extras``, groups, turns.
+
+Inferred, not read (verl writes none of these):
+
+- **groups**: trajectories of one step with identical ``input`` form a group
+  (``group_id`` = step + hash of the input); ``task_id`` is the hash of the input, so the
+  same prompt is the same task across steps.  ``sample_idx`` is the order within a group;
+- **success**: ``acc`` when it is present and boolean-like, else unknown (null);
+- **turns**: role words survive special-token stripping (``"\\nuser\\n"``,
+  ``"\\nassistant\\n"``, ``"\\ntool\\n"``), so a flattened multi-turn ``output`` is split
+  at those words into assistant turns and the environment replies between them.  A
+  response that itself contains such a line would be split there too; single-turn
+  outputs are one turn.
+
+Not recoverable: token counts (only text is dumped), termination reasons, per-turn
+rewards, run config (verl keeps it in Hydra's ``.hydra/config.yaml``, read when it lies
+in the folder or its parent).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+from typing import Any
+
+from rolloutlab.io._errors import InputError, RecordError
+from rolloutlab.io._files import logical_name, open_binary
+from rolloutlab.io._sink import PartSink, TurnData
+from rolloutlab.io.importers._base import Importer, Part, ReadContext, RunInfo, default_name, register, require
+
+_STEP_FILE = re.compile(r"^(\d+)\.jsonl$")
+_CONSOLE = re.compile(rb"^\s*(?:\(\w+(?: pid=\d+)?\)\s*)?step:(\d+)\s+-\s+(.*)$")
+_ROLE_SPLIT = re.compile(r"(?:^|\n)(user|assistant|tool|observation|system)\n")
+_CORE = ("input", "output", "gts", "score", "step", "reward")
+
+
+def _step_files(src: Path) -> list[tuple[int, Path]]:
+    out = []
+    for p in src.iterdir():
+        m = _STEP_FILE.match(logical_name(p))
+        if m and p.is_file():
+            out.append((int(m.group(1)), p))
+    return sorted(out)
+
+
+def _first_record(path: Path) -> dict[str, Any] | None:
+    import orjson
+
+    try:
+        with open_binary(path) as f:
+            for raw in f:
+                if raw.strip():
+                    obj = orjson.loads(raw)
+                    return obj if isinstance(obj, dict) else None
+    except (orjson.JSONDecodeError, OSError, EOFError):
+        return None
+    return None
+
+
+def _is_metrics_file(path: Path) -> bool:
+    rec = _first_record(path)
+    return rec is not None and set(rec) == {"step", "data"} and isinstance(rec.get("data"), dict)
+
+
+def _is_console_log(path: Path) -> bool:
+    if not logical_name(path).endswith((".log", ".txt", ".out")):
+        return False
+    try:
+        with open_binary(path) as f:
+            head = f.read(1 << 20)
+    except OSError:
+        return False
+    return any(_CONSOLE.match(line) for line in head.splitlines())
+
+
+@register
+class VerlImporter(Importer):
+    name = "verl"
+    summary = "verl rollout/validation dumps ({step}.jsonl), file-logger metrics, console logs"
+    recovers = __doc__ or ""
+
+    def detect(self, src: Path) -> int:
+        if src.is_dir():
+            files = _step_files(src)
+            if files:
+                rec = _first_record(files[0][1])
+                if rec is not None and {"input", "output", "score"} <= set(rec):
+                    # verl-agent writes the same keys one line per turn; it claims those.
+                    return 80
+            return 0
+        if _is_metrics_file(src):
+            return 70
+        if _is_console_log(src):
+            return 60
+        m = _STEP_FILE.match(logical_name(src))
+        if m:
+            rec = _first_record(src)
+            if rec is not None and {"input", "output", "score"} <= set(rec):
+                return 75
+        return 0
+
+    def run_info(self, src: Path) -> RunInfo:
+        info = RunInfo(name=default_name(src if src.is_dir() else src.parent), algorithm=None)
+        for cfg in (src / ".hydra" / "config.yaml", src.parent / ".hydra" / "config.yaml"):
+            if src.is_dir() and cfg.exists():
+                info.config = {"hydra_config_yaml": cfg.read_text(errors="replace")}
+                break
+        return info
+
+    def parts(self, src: Path) -> list[Part]:
+        if src.is_file():
+            return [Part(key=src.name, paths=(src,), exclusive_steps=bool(_STEP_FILE.match(logical_name(src))))]
+        by_step: dict[int, Path] = {}
+        for step, p in _step_files(src):
+            if step in by_step:
+                raise InputError(f"duplicate step files for step {step}: {by_step[step].name} and {p.name}", path=src)
+            by_step[step] = p
+        parts = [Part(key=f"{self._split_of(src)}/{p.name}", paths=(p,), exclusive_steps=True) for _, p in sorted(by_step.items())]
+        for p in sorted(src.iterdir()):
+            if p.is_file() and not _STEP_FILE.match(logical_name(p)) and (_is_metrics_file(p) or _is_console_log(p)):
+                parts.append(Part(key=p.name, paths=(p,)))
+        return parts
+
+    @staticmethod
+    def _split_of(src: Path) -> str:
+        return "val" if "val" in src.name.lower() else "train"
+
+    def read(self, part: Part, sink: PartSink, ctx: ReadContext) -> None:
+        path = part.paths[0]
+        m = _STEP_FILE.match(logical_name(path))
+        if m:
+            split = part.key.split("/")[0] if "/" in part.key else self._split_of(path.parent)
+            self._read_dump(path, int(m.group(1)), split, sink, ctx)
+        elif _is_metrics_file(path):
+            for lineno, rec in ctx.jsonl(path):
+                with ctx.record(path, lineno, rec):
+                    step = require(rec, "step", int)
+                    for k, v in require(rec, "data", dict).items():
+                        if isinstance(v, int | float):
+                            sink.add_metric(step, k, v, split="val" if k.startswith("val") else "train")
+        else:
+            self._read_console(path, sink)
+
+    def _read_dump(self, path: Path, file_step: int, split: str, sink: PartSink, ctx: ReadContext) -> None:
+        group_sizes: dict[str, int] = {}
+        for lineno, rec in ctx.jsonl(path):
+            with ctx.record(path, lineno, rec):
+                prompt = require(rec, "input", str)
+                output = require(rec, "output", str)
+                if "score" not in rec and "reward" not in rec:
+                    raise RecordError("missing required field 'score'")
+                score = rec.get("score", rec.get("reward"))
+                step = rec.get("step", file_step)
+                if not isinstance(step, int) or isinstance(step, bool):
+                    raise RecordError(f"field 'step' must be int, got {step!r}")
+                h = hashlib.blake2b(prompt.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+                group_id = f"{step}:{h}"
+                idx = group_sizes.get(group_id, 0)
+                group_sizes[group_id] = idx + 1
+                comps: dict[str, float] = {}
+                extras: dict[str, Any] = {}
+                if "gts" in rec:
+                    extras["gts"] = rec["gts"]
+                for k, v in rec.items():
+                    if k in _CORE:
+                        continue
+                    if isinstance(v, int | float) and not isinstance(v, bool):
+                        comps[k] = v
+                    else:
+                        extras[k] = v
+                acc = rec.get("acc")
+                success = bool(acc) if isinstance(acc, bool) or acc in (0, 1) else None
+                turns = split_turns(output)
+                sink.add_trajectory(
+                    traj_id=f"{split}/{step}/{lineno}",
+                    step=step,
+                    split=split,
+                    group_id=group_id,
+                    sample_idx=idx,
+                    task_id=h,
+                    data_source=rec.get("data_source") if isinstance(rec.get("data_source"), str) else None,
+                    prompt=prompt,
+                    response=output,
+                    reward=score,
+                    reward_components=comps,
+                    success=success,
+                    extras=extras,
+                    num_turns=len(turns),
+                    turns=turns if len(turns) > 1 else None,
+                )
+
+    def _read_console(self, path: Path, sink: PartSink) -> None:
+        with open_binary(path) as f:
+            for raw in f:
+                m = _CONSOLE.match(raw.rstrip(b"\r\n"))
+                if not m:
+                    continue
+                step = int(m.group(1))
+                for item in m.group(2).decode("utf-8", "replace").split(" - "):
+                    k, sep, v = item.rpartition(":")
+                    if not sep:
+                        continue
+                    try:
+                        x = float(v)
+                    except ValueError:
+                        continue
+                    k = k.strip()
+                    sink.add_metric(step, k, x, split="val" if k.startswith("val") else "train")
+
+
+def split_turns(output: str) -> list[TurnData]:
+    """Split a flattened multi-turn ``output`` at the role words verl leaves behind.
+
+    Text before the first role word is the first assistant turn; each ``user`` /
+    ``tool`` / ``observation`` segment becomes the observation of the next assistant
+    turn.  Without role words the whole output is one turn.
+    """
+    pieces = _ROLE_SPLIT.split(output)
+    if len(pieces) == 1:
+        return [TurnData(action=output)]
+    turns: list[TurnData] = []
+    head = pieces[0]
+    if head.strip():
+        turns.append(TurnData(action=head))
+    obs: list[str] = []
+    for role, text in zip(pieces[1::2], pieces[2::2], strict=True):
+        if role == "assistant":
+            turns.append(TurnData(observation="\n".join(obs) if obs else None, action=text))
+            obs = []
+        else:
+            obs.append(text)
+    if obs and turns:
+        turns.append(TurnData(observation="\n".join(obs), action=None))
+    return turns or [TurnData(action=output)]
