@@ -189,8 +189,12 @@ def _average_ranks(x: FloatArray) -> FloatArray:
 
 def _pearson(x: FloatArray, y: FloatArray) -> float:
     dx, dy = x - x.mean(), y - y.mean()
-    denom = float(np.sqrt(np.sum(dx * dx) * np.sum(dy * dy)))
-    return float(np.sum(dx * dy)) / denom if denom > 0 else float("nan")
+    sx, sy = float(np.max(np.abs(dx))), float(np.max(np.abs(dy)))
+    if sx == 0 or sy == 0:
+        return float("nan")
+    dx, dy = dx / sx, dy / sy  # rescale first so tiny spreads do not underflow when squared
+    r = float(np.sum(dx * dy)) / float(np.sqrt(np.sum(dx * dx) * np.sum(dy * dy)))
+    return max(-1.0, min(1.0, r))
 
 
 def estimator_disagreement(

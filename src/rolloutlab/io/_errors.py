@@ -28,6 +28,9 @@ class InputError(RolloutlabError):
         self.snippet = snippet
         super().__init__(self._render())
 
+    def __reduce__(self) -> tuple[object, ...]:  # keep the fields across processes
+        return (_rebuild_input_error, (type(self), self.message, self.path, self.line, self.column, self.snippet))
+
     def where(self) -> str:
         parts = [self.path or "<input>"]
         if self.line is not None:
@@ -55,6 +58,12 @@ class InputError(RolloutlabError):
         )
 
 
+def _rebuild_input_error(
+    cls: type[InputError], message: str, path: str | None, line: int | None, column: int | None, snippet: str | None
+) -> InputError:
+    return cls(message, path=path, line=line, column=column, snippet=snippet)
+
+
 class RecordError(InputError):
     """A record parsed but a field is wrong (missing, wrong type, NaN reward...)."""
 
@@ -66,6 +75,9 @@ class IncompleteTail(RolloutlabError):
         self.path = str(path)
         self.line = line
         super().__init__(f"{path}:{line}: last line is incomplete (file still being written?)")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (IncompleteTail, (self.path, self.line))
 
 
 def snippet_of(raw: bytes | str, column: int | None = None, width: int = 60) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -65,8 +65,12 @@ def ingest(
     split: str | None = None,
     on_error: str = "fail",
     progress: ProgressFn | None = None,
+    jobs: int | None = None,
 ) -> IngestReport:
-    """Ingest ``sources`` into ``store``.  With ``name``, all sources form one run."""
+    """Ingest ``sources`` into ``store``.  With ``name``, all sources form one run.
+
+    ``jobs``: worker processes for reading parts (default: up to 4 when the input is
+    larger than 64 MB, else 1)."""
     st = Store(Path(store))
     report = IngestReport(store=str(st.path))
     with st.lock():
@@ -78,7 +82,8 @@ def ingest(
             for src in sources:
                 report.sources.append(
                     _ingest_source(Path(src), st, manifest, staging, name=name, labels=labels or {},
-                                   format=format, mapping=mapping, split=split, on_error=on_error, progress=progress)
+                                   format=format, mapping=mapping, split=split, on_error=on_error, progress=progress,
+                                   jobs=jobs)
                 )
             _check_duplicate_steps(manifest)
             for entry in manifest["runs"].values():
@@ -103,6 +108,7 @@ def _ingest_source(
     split: str | None,
     on_error: str,
     progress: ProgressFn | None,
+    jobs: int | None,
 ) -> SourceReport:
     if not src.exists():
         raise InputError("no such file or folder", path=src)
@@ -141,58 +147,110 @@ def _ingest_source(
         if not parts:
             ctx.warn(f"{src}: no {importer.name} files found")
         src_tag = hashlib.blake2b(root_key.encode(), digest_size=4).hexdigest()
-        for i, part in enumerate(parts):
-            if progress:
-                progress(f"{importer.name}: {part.key}", i, len(parts))
+        todo: list[tuple[str, str, Part, str]] = []
+        for part in parts:
             uid = f"{src_tag}:{part.key}"
             fp = _part_fingerprint(part)
             old = entry["parts"].get(uid)
             if old is not None and old["fingerprint"] == fp:
                 rep.parts_unchanged += 1
                 continue
-            stem = f"run_id={run_id}/{slug(part.key)}-{src_tag}-{fp[:10]}"
-            sink = PartSink(run_id, staging, stem)
-            n_rejects = len(ctx.rejects)
-            try:
-                importer.read(part, sink, ctx)
-                sink.close()
-            except IncompleteTail as e:
-                sink.abort()
+            todo.append((uid, fp, part, f"run_id={run_id}/{slug(part.key)}-{src_tag}-{fp[:10]}"))
+        for i, (uid, fp, part, res) in enumerate(_read_parts(importer, todo, run_id, staging, on_error, jobs)):
+            if progress:
+                progress(f"{importer.name}: {part.key}", i + 1, len(todo))
+            ctx.warnings.extend(res.warnings)
+            if res.pending is not None:
                 if run.get("status") == "finished":
                     raise InputError("last line is truncated but the run says it finished: the file is corrupt",
-                                     path=e.path, line=e.line) from None
+                                     path=res.pending[0], line=res.pending[1])
                 rep.parts_pending.append(part.key)
-                ctx.warn(f"{e.path}:{e.line}: last line incomplete — step not yet complete, left for the next ingest")
-                ctx.rejects = ctx.rejects[:n_rejects]
+                ctx.warn(f"{res.pending[0]}:{res.pending[1]}: last line incomplete — step not yet complete, left for the next ingest")
                 continue
-            except BaseException:
-                sink.abort()
-                raise
-            files = dict(sink.files)
-            new_rejects = ctx.rejects[n_rejects:]
-            if new_rejects:
-                files["rejects"] = _write_rejects(staging, stem, run_id, new_rejects)
+            files = dict(res.files)
+            if res.rejects:
+                files["rejects"] = _write_rejects(staging, res.stem, run_id, res.rejects)
             entry["parts"][uid] = {
                 "key": part.key,
                 "fingerprint": fp,
                 "files": files,
-                "counts": dict(sink.counts),
-                "steps": sorted([list(s) for s in sink.steps]) if part.exclusive_steps else [],
-                "max_step": {sp: max(s for p, s in sink.steps if p == sp) for sp, _ in sink.steps},
+                "counts": res.counts,
+                "steps": sorted([list(s) for s in res.steps]) if part.exclusive_steps else [],
+                "max_step": {sp: max(s for p, s in res.steps if p == sp) for sp, _ in res.steps},
                 "exclusive_steps": part.exclusive_steps,
-                "rejects": len(new_rejects),
+                "rejects": len(res.rejects),
             }
             rep.parts_read += 1
+            rep.rejects += len(res.rejects)
             for k in rep.counts:
-                rep.counts[k] += sink.counts[k]
+                rep.counts[k] += res.counts[k]
         if progress:
             progress(f"{importer.name}: done", len(parts), len(parts))
-        rep.rejects = len(ctx.rejects)
         rep.warnings = ctx.warnings
         return rep
     finally:
         if tmp_root is not None:
             remove_tree(tmp_root)
+
+
+@dataclass
+class _PartResult:
+    stem: str
+    files: dict[str, str] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+    steps: set[tuple[str, int]] = field(default_factory=set)
+    rejects: list[Any] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    pending: tuple[str, int] | None = None
+
+
+def _read_one(importer: Importer, part: Part, run_id: str, staging: Path, stem: str, on_error: str) -> _PartResult:
+    """Read one part into staged Parquet files (runs in a worker process for big ingests)."""
+    ctx = ReadContext(on_error)
+    sink = PartSink(run_id, staging, stem)
+    res = _PartResult(stem=stem)
+    try:
+        importer.read(part, sink, ctx)
+        sink.close()
+    except IncompleteTail as e:
+        sink.abort()
+        res.pending = (e.path, e.line)
+        return res
+    except BaseException:
+        sink.abort()
+        raise
+    res.files, res.counts, res.steps = dict(sink.files), dict(sink.counts), set(sink.steps)
+    res.rejects, res.warnings = ctx.rejects, ctx.warnings
+    return res
+
+
+PARALLEL_MIN_BYTES = 64 << 20
+"""Below this much input, worker start-up costs more than it saves."""
+
+
+def _read_parts(importer: Importer, todo: list[tuple[str, str, Part, str]], run_id: str, staging: Path,
+                on_error: str, jobs: int | None) -> Iterator[tuple[str, str, Part, _PartResult]]:
+    """Read parts in order, in worker processes when the input is large (2+ cores)."""
+    if jobs is None:
+        size = sum(p.stat().st_size for _, _, part, _ in todo for p in part.paths)
+        jobs = min(os.cpu_count() or 1, 4) if size >= PARALLEL_MIN_BYTES and len(todo) > 1 else 1
+    if jobs <= 1:
+        for uid, fp, part, stem in todo:
+            yield uid, fp, part, _read_one(importer, part, run_id, staging, stem, on_error)
+        return
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    # spawn, not fork: the parent may hold DuckDB / Arrow thread pools.
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as pool:
+        futures = [pool.submit(_read_one, importer, part, run_id, staging, stem, on_error) for _, _, part, stem in todo]
+        try:
+            for (uid, fp, part, _), fut in zip(todo, futures, strict=True):
+                yield uid, fp, part, fut.result()
+        except BaseException:
+            for f in futures:
+                f.cancel()
+            raise
 
 
 def _part_fingerprint(part: Part) -> str:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -209,6 +210,101 @@ class PartSink:
         if len(c["traj_id"]) >= self.batch_rows:
             self.flush()
 
+    def add_trajectories(self, lines: Sequence[int], columns: Mapping[str, Sequence[Any]],
+                         turns: Mapping[int, Sequence[TurnData]] | None = None) -> None:
+        """Append many single-turn trajectories at once, column by column.
+
+        The fast path for dump formats with one trajectory per line (verl): the same
+        checks as :meth:`add_trajectory`, done per column.  ``columns`` holds any of
+        ``traj_id, step, split, group_id, sample_idx, task_id, data_source, prompt,
+        response, reward, success, num_turns``, and ``reward_components`` / ``extras``
+        (one dict per row); ``lines`` the source line of each row, so that an error still
+        names its line.  ``turns`` maps a row index to its turns where there are several.
+        """
+        n = len(lines)
+        rewards = list(columns.get("reward", [None] * n))
+        kinds = set(map(type, rewards))
+        if not kinds <= {float, int, type(None)}:
+            for i, v in enumerate(rewards):
+                try:
+                    as_float(v, "reward")
+                except RecordError as e:
+                    raise RecordError(e.message, line=lines[i]) from None
+        arr = np.array([np.nan if v is None else v for v in rewards], dtype=np.float64)
+        bad = ~np.isfinite(arr) & np.array([v is not None for v in rewards])
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise RecordError(f"reward must be finite, got {rewards[i]!r}", line=lines[i])
+        if bool in kinds:
+            rewards = [float(v) if isinstance(v, bool) else v for v in rewards]
+        steps = list(columns["step"])
+        if set(map(type, steps)) != {int} or min(steps) < 0:
+            for i, v in enumerate(steps):
+                try:
+                    as_int(v, "step")
+                except RecordError as e:
+                    raise RecordError(e.message, line=lines[i]) from None
+        splits = list(columns.get("split", ["train"] * n))
+        for sp in set(splits) - set(SPLITS):
+            raise RecordError(f"split must be one of {', '.join(SPLITS)}; got {sp!r}", line=lines[splits.index(sp)])
+        ids = list(columns["traj_id"])
+        fresh = set(ids)
+        if len(fresh) != n or not fresh.isdisjoint(self.traj_ids):
+            seen: set[str] = set(self.traj_ids)
+            for i, t in enumerate(ids):
+                if t in seen:
+                    raise RecordError(f"duplicate trajectory id {t!r}", line=lines[i])
+                seen.add(t)
+        comps_in = columns.get("reward_components")
+        comps: list[list[tuple[str, float]]] = []
+        for i, d in enumerate(comps_in or [None] * n):
+            row: list[tuple[str, float]] = []
+            for k, v in (d or {}).items():
+                try:
+                    x = as_float(v, f"reward component {k!r}")
+                except RecordError as e:
+                    raise RecordError(e.message, line=lines[i]) from None
+                if x is not None:
+                    row.append((str(k), x))
+            comps.append(row)
+        prompts = [to_text(p) for p in columns.get("prompt", [None] * n)]
+        responses = list(columns.get("response", [None] * n))
+        none = [None] * n
+        c = self._cols["trajectories"]
+        c["run_id"].extend([self.run_id] * n)
+        c["split"].extend(splits)
+        c["step"].extend(steps)
+        for name in ("group_id", "sample_idx", "task_id", "data_source", "success", "num_turns"):
+            c[name].extend(columns.get(name, none))
+        c["traj_id"].extend(ids)
+        c["reward"].extend(rewards)
+        c["reward_components"].extend(comps)
+        c["graded"].extend([v is not None for v in rewards])
+        for name in ("termination", "prompt_tokens", "response_tokens", "tool_calls", "invalid_actions"):
+            c[name].extend(none)
+        c["prompt_chars"].extend([None if p is None else len(p) for p in prompts])
+        c["response_chars"].extend([None if r is None else len(r) for r in responses])
+        x = self._cols["texts"]
+        x["run_id"].extend([self.run_id] * n)
+        x["split"].extend(splits)
+        x["step"].extend(steps)
+        x["traj_id"].extend(ids)
+        x["turn_idx"].extend([-1] * n)
+        x["prompt"].extend(prompts)
+        x["response"].extend(responses)
+        x["extras"].extend([to_text(e) if e else None for e in columns.get("extras", none)])
+        for name in ("error", "observation", "anchor_obs", "thought", "action", "parsed_action", "tool_calls"):
+            x[name].extend(none)
+        self.counts["texts"] += n
+        for i, ts in (turns or {}).items():
+            for j, t in enumerate(ts):
+                self._turn(splits[i], steps[i], ids[i], j, t)
+        self.traj_ids.update(ids)
+        self.steps.update(zip(splits, steps, strict=True))
+        self.counts["trajectories"] += n
+        if len(c["traj_id"]) >= self.batch_rows:
+            self.flush()
+
     def _turn(self, split: str, step: int, traj_id: str, idx: int, t: TurnData) -> None:
         c = self._cols["turns"]
         c["run_id"].append(self.run_id)
@@ -268,8 +364,9 @@ class PartSink:
             if w is None:
                 path = self.out_dir / table / f"{self.stem}.parquet"
                 path.parent.mkdir(parents=True, exist_ok=True)
-                # Text compresses well with zstd; numbers stay cheap to scan either way.
-                w = pq.ParquetWriter(path, self._schemas[table], compression="zstd", compression_level=1)
+                # lz4 for text: half the cost of zstd at ingest (see benchmarks/bench_ingest.py),
+                # and numbers are small either way.
+                w = pq.ParquetWriter(path, self._schemas[table], compression="lz4")
                 self._writers[table] = w
                 self.files[table] = str(path.relative_to(self.out_dir))
             w.write_table(batch)

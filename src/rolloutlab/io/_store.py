@@ -252,3 +252,19 @@ def open_store(path: str | Path | None = None) -> Store:
     if not (p / MANIFEST).exists():
         raise RolloutlabError(f"no store at {p} (run `rolloutlab ingest SRC --store {p}` first)")
     return Store(p)
+
+
+_READ_ONLY = {"SELECT", "EXPLAIN"}
+
+
+def check_read_only(con: duckdb.DuckDBPyConnection, query: str) -> None:
+    """Refuse anything but one SELECT / EXPLAIN statement (no COPY, CREATE, ATTACH...)."""
+    try:
+        statements = con.extract_statements(query)
+    except duckdb.Error as e:
+        raise RolloutlabError(f"cannot parse SQL: {e}") from None
+    if len(statements) != 1:
+        raise RolloutlabError(f"give exactly one statement, got {len(statements)}")
+    kind = statements[0].type.name
+    if kind not in _READ_ONLY:
+        raise RolloutlabError(f"only read-only queries are allowed (SELECT, EXPLAIN); this is a {kind} statement")

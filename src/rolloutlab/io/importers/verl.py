@@ -156,51 +156,73 @@ class VerlImporter(Importer):
 
     def _read_dump(self, path: Path, file_step: int, split: str, sink: PartSink, ctx: ReadContext) -> None:
         group_sizes: dict[str, int] = {}
+        hashes: dict[str, str] = {}
+        names = ("traj_id", "step", "split", "group_id", "sample_idx", "task_id", "data_source", "prompt",
+                 "response", "reward", "reward_components", "success", "extras", "num_turns")
+        cols: dict[str, list[Any]] = {k: [] for k in names}
+        lines: list[int] = []
+        turns: dict[int, list[TurnData]] = {}
         for lineno, rec in ctx.jsonl(path):
             with ctx.record(path, lineno, rec):
                 prompt = require(rec, "input", str)
                 output = require(rec, "output", str)
-                if "score" not in rec and "reward" not in rec:
+                if "score" in rec:
+                    score = rec["score"]
+                elif "reward" in rec:
+                    score = rec["reward"]
+                else:
                     raise RecordError("missing required field 'score'")
-                score = rec.get("score", rec.get("reward"))
+                if isinstance(score, str | list | dict):
+                    raise RecordError(f"field 'score' must be a number, got {type(score).__name__} {score!r:.60}")
                 step = rec.get("step", file_step)
-                if not isinstance(step, int) or isinstance(step, bool):
+                if type(step) is not int:
                     raise RecordError(f"field 'step' must be int, got {step!r}")
-                h = hashlib.blake2b(prompt.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+                h = hashes.get(prompt)
+                if h is None:
+                    h = hashes[prompt] = hashlib.blake2b(prompt.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
                 group_id = f"{step}:{h}"
                 idx = group_sizes.get(group_id, 0)
                 group_sizes[group_id] = idx + 1
                 comps: dict[str, float] = {}
                 extras: dict[str, Any] = {}
-                if "gts" in rec:
-                    extras["gts"] = rec["gts"]
                 for k, v in rec.items():
                     if k in _CORE:
-                        continue
-                    if isinstance(v, int | float) and not isinstance(v, bool):
+                        if k == "gts":
+                            extras[k] = v
+                    elif type(v) is float or type(v) is int:
                         comps[k] = v
                     else:
                         extras[k] = v
                 acc = rec.get("acc")
-                success = bool(acc) if isinstance(acc, bool) or acc in (0, 1) else None
-                turns = split_turns(output)
-                sink.add_trajectory(
-                    traj_id=f"{split}/{step}/{lineno}",
-                    step=step,
-                    split=split,
-                    group_id=group_id,
-                    sample_idx=idx,
-                    task_id=h,
-                    data_source=rec.get("data_source") if isinstance(rec.get("data_source"), str) else None,
-                    prompt=prompt,
-                    response=output,
-                    reward=score,
-                    reward_components=comps,
-                    success=success,
-                    extras=extras,
-                    num_turns=len(turns),
-                    turns=turns if len(turns) > 1 else None,
-                )
+                turn_list = split_turns(output)
+                if len(turn_list) > 1:
+                    turns[len(lines)] = turn_list
+                ds = rec.get("data_source")
+                lines.append(lineno)
+                row = (f"{split}/{step}/{lineno}", step, split, group_id, idx, h, ds if isinstance(ds, str) else None,
+                       prompt, output, score, comps,
+                       bool(acc) if isinstance(acc, bool) or acc in (0, 1) else None, extras, len(turn_list))
+                for col, v in zip(cols.values(), row, strict=True):
+                    col.append(v)
+            if len(lines) >= 2048:
+                self._emit(path, sink, ctx, lines, cols, turns)
+                lines, turns = [], {}
+                cols = {k: [] for k in names}
+        if lines:
+            self._emit(path, sink, ctx, lines, cols, turns)
+
+    @staticmethod
+    def _emit(path: Path, sink: PartSink, ctx: ReadContext, lines: list[int], cols: dict[str, list[Any]],
+              turns: dict[int, list[TurnData]]) -> None:
+        if ctx.on_error == "fail":
+            try:
+                sink.add_trajectories(lines, cols, turns)
+            except RecordError as e:
+                raise e.located(path=path) from None
+            return
+        for i, line in enumerate(lines):  # row by row, so that one bad row is quarantined alone
+            with ctx.record(path, line, None):
+                sink.add_trajectories([line], {k: [v[i]] for k, v in cols.items()}, {0: turns[i]} if i in turns else None)
 
     def _read_console(self, path: Path, sink: PartSink) -> None:
         with open_binary(path) as f:
@@ -228,6 +250,10 @@ def split_turns(output: str) -> list[TurnData]:
     ``tool`` / ``observation`` segment becomes the observation of the next assistant
     turn.  Without role words the whole output is one turn.
     """
+    # Every turn after the first starts with an assistant role word: without one there is
+    # nothing to split (one substring scan instead of a regex over every output).
+    if "\nassistant\n" not in output:
+        return [TurnData(action=output)]
     pieces = _ROLE_SPLIT.split(output)
     if len(pieces) == 1:
         return [TurnData(action=output)]

@@ -1,0 +1,91 @@
+"""``rolloutlab ingest SRC... --store DIR``: any supported artifacts into the store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from rolloutlab.cli._app import JsonOpt, StoreOpt, app, err_console, store_path
+
+
+def _pairs(values: list[str], flag: str) -> dict[str, str]:
+    from rolloutlab.io import RolloutlabError
+
+    out: dict[str, str] = {}
+    for v in values:
+        k, sep, val = v.partition("=")
+        if not sep or not k:
+            raise RolloutlabError(f"{flag} expects key=value, got {v!r}")
+        out[k] = val
+    return out
+
+
+@app.command()
+def ingest(
+    sources: Annotated[list[Path], typer.Argument(help="Run folders, dump folders, log files or archives.")],
+    store: StoreOpt = None,
+    name: Annotated[str | None, typer.Option("--name", help="Run name; with several SRC, they form one run.")] = None,
+    label: Annotated[list[str] | None, typer.Option("--label", help="key=value label of the run (repeatable), e.g. arm=s85.")] = None,
+    format: Annotated[str | None, typer.Option("--format", help="Force an importer instead of auto-detection (see `rolloutlab formats`).")] = None,
+    map_: Annotated[list[str] | None, typer.Option("--map", help="canonical=field for the generic importer (repeatable).")] = None,
+    split: Annotated[str | None, typer.Option("--split", help="Split for the generic importer: train, val or eval.")] = None,
+    on_error: Annotated[str, typer.Option("--on-error", help="fail: stop at the first bad record, store unchanged; skip: quarantine bad records in `rejects`.")] = "fail",
+    json_: JsonOpt = False,
+) -> None:
+    """Read SRC into the store (incremental: unchanged files are not read again)."""
+    import dataclasses
+
+    import orjson
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from rolloutlab.io import RolloutlabError
+    from rolloutlab.io import ingest as do_ingest
+
+    if on_error not in ("fail", "skip"):
+        raise RolloutlabError(f"--on-error must be fail or skip, got {on_error!r}")
+    labels = _pairs(label or [], "--label")
+    mapping = _pairs(map_ or [], "--map") or None
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err_console, transient=True, disable=json_) as bar:
+        task = bar.add_task("ingest", total=None)
+
+        def progress(what: str, done: int, total: int) -> None:
+            bar.update(task, description=what[:60], completed=done, total=total)
+
+        report = do_ingest(sources, store_path(store), name=name, labels=labels, format=format,
+                           mapping=mapping, split=split, on_error=on_error, progress=progress)
+    if json_:
+        typer.echo(orjson.dumps(dataclasses.asdict(report), option=orjson.OPT_INDENT_2).decode())
+        return
+    for s in report.sources:
+        c = s.counts
+        err_console.print(
+            f"[bold]{s.run_id}[/] ← {s.source} [dim]({s.format})[/]: {s.parts_read} parts read, "
+            f"{s.parts_unchanged} unchanged; {c['trajectories']} trajectories, {c['turns']} turns, {c['metrics']} metrics",
+            highlight=False,
+        )
+        for w in s.warnings:
+            err_console.print(f"  [yellow]warning:[/] {w}", highlight=False)
+        if s.rejects:
+            err_console.print(f"  [red]{s.rejects} records rejected[/] — see `rolloutlab sql \"SELECT * FROM rejects\"`", highlight=False)
+
+
+@app.command()
+def formats(json_: JsonOpt = False) -> None:
+    """List the supported input formats."""
+    import orjson
+    from rich.console import Console
+    from rich.table import Table
+
+    from rolloutlab.io import supported_formats
+
+    fmts = supported_formats()
+    if json_:
+        typer.echo(orjson.dumps([{"name": f.name, "summary": f.summary} for f in fmts]).decode())
+        return
+    t = Table("format", "reads")
+    for f in fmts:
+        t.add_row(f.name, f.summary)
+    Console().print(t)

@@ -1,0 +1,44 @@
+"""``rolloutlab sql "SELECT …"``: read-only SQL over the store's tables."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from rolloutlab.cli._app import JsonOpt, StoreOpt, app, store_path
+
+
+@app.command()
+def sql(
+    query: Annotated[str, typer.Argument(help="One SELECT (or WITH … SELECT / EXPLAIN) statement.")],
+    store: StoreOpt = None,
+    json_: JsonOpt = False,
+    limit: Annotated[int, typer.Option("--limit", help="Print at most this many rows (tables only).")] = 200,
+) -> None:
+    """Run a read-only query; tables: runs, metrics, trajectories, turns, texts, rejects."""
+    import orjson
+    from rich.console import Console
+    from rich.table import Table
+
+    from rolloutlab.io import open_store
+    from rolloutlab.io._store import check_read_only
+
+    st = open_store(store_path(store))
+    check_read_only(st.con, query)
+    rel = st.sql(query)
+    if rel is None:
+        return
+    cols = rel.columns
+    rows = rel.fetchall()
+    if json_:
+        typer.echo(orjson.dumps([dict(zip(cols, r, strict=True)) for r in rows], default=str,
+                                option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS).decode())
+        return
+    t = Table(*cols)
+    for r in rows[:limit]:
+        t.add_row(*("∅" if v is None else str(v)[:200] for v in r))
+    c = Console()
+    c.print(t)
+    if len(rows) > limit:
+        c.print(f"({len(rows) - limit} more rows; use --limit or --json)")
