@@ -109,6 +109,12 @@ def iter_jsonl(
             try:
                 obj = orjson.loads(raw)
             except orjson.JSONDecodeError as e:
+                # Python's json writes NaN / Infinity, which strict JSON (orjson) refuses;
+                # read such lines so the record check can name the non-finite field.
+                lenient = _lenient(raw)
+                if lenient is not None:
+                    yield lineno, lenient
+                    continue
                 if raw.endswith(b"\n"):
                     _bad_line(path, lineno, raw, e, on_bad_line)
                 else:
@@ -117,6 +123,17 @@ def iter_jsonl(
             yield lineno, obj
         if pending is not None:
             raise IncompleteTail(path, pending[0])
+
+
+def _lenient(raw: bytes) -> Any:
+    if b"NaN" not in raw and b"Infinity" not in raw:
+        return None
+    import json
+
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return None
 
 
 def _bad_line(

@@ -299,15 +299,16 @@ def _write_rejects(staging: Path, stem: str, run_id: str, rejects: list[Any]) ->
 def _check_duplicate_steps(manifest: dict[str, Any]) -> None:
     for rid, entry in manifest["runs"].items():
         seen: dict[tuple[str, int], str] = {}
-        for part in entry["parts"].values():
+        for uid, part in entry["parts"].items():
             for sp, step in part.get("steps", []):
                 other = seen.get((sp, step))
-                if other is not None and other != part["key"]:
+                if other is not None and other != uid:
                     raise RolloutlabError(
-                        f"run {rid!r}: duplicate step files for {sp} step {step}: {other!r} and {part['key']!r} "
+                        f"run {rid!r}: duplicate step files for {sp} step {step}: "
+                        f"{entry['parts'][other]['key']!r} and {part['key']!r} from different sources "
                         "(remove one, or ingest them as separate runs with --name)"
                     )
-                seen[(sp, step)] = part["key"]
+                seen[(sp, step)] = uid
 
 
 def _refresh_run(entry: dict[str, Any]) -> None:

@@ -59,13 +59,20 @@ def _step_files(src: Path) -> list[tuple[int, Path]]:
 def _first_record(path: Path) -> dict[str, Any] | None:
     import orjson
 
+    # The first parseable line among the first few: a corrupt first line is reported by
+    # the reader with its line number, not turned into "unknown format".
     try:
         with open_binary(path) as f:
-            for raw in f:
+            for i, raw in enumerate(f):
+                if i >= 5:
+                    break
                 if raw.strip():
-                    obj = orjson.loads(raw)
+                    try:
+                        obj = orjson.loads(raw)
+                    except orjson.JSONDecodeError:
+                        continue
                     return obj if isinstance(obj, dict) else None
-    except (orjson.JSONDecodeError, OSError, EOFError):
+    except (OSError, EOFError, ValueError):
         return None
     return None
 
@@ -210,6 +217,8 @@ class VerlImporter(Importer):
                 cols = {k: [] for k in names}
         if lines:
             self._emit(path, sink, ctx, lines, cols, turns)
+        if not group_sizes:
+            ctx.warn(f"{path}: empty file (no trajectories)")
 
     @staticmethod
     def _emit(path: Path, sink: PartSink, ctx: ReadContext, lines: list[int], cols: dict[str, list[Any]],
