@@ -7,8 +7,7 @@ from pathlib import Path
 
 import orjson
 
-WORDS = ("the agent searches for the answer then calls a tool and reads observation state action "
-         "reward think plan file module entity search result page click buy item cart done").split()
+WORDS = ["the", "agent", "searches", "for", "the", "answer", "then", "calls", "a", "tool", "and", "reads", "observation", "state", "action", "reward", "think", "plan", "file", "module", "entity", "search", "result", "page", "click", "buy", "item", "cart", "done"]
 
 
 def text(rng: random.Random, n_chars: int) -> str:

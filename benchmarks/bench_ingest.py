@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _gen import make_verl_dump  # noqa: E402
+from _gen import make_verl_dump
 
 CHILD = r"""
 import json, resource, sys, time

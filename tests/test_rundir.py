@@ -87,3 +87,10 @@ def test_published_json_schema_matches_records(tmp_path: Path) -> None:
     jsonschema.validate(rec, {**schema, "$ref": "#/$defs/Trajectory"})
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({**rec, "reward": "x"}, {**schema, "$ref": "#/$defs/Trajectory"})
+
+
+def test_importer_docs_are_current() -> None:
+    from rolloutlab.io.importers._docs import importers_markdown
+
+    doc = Path(__file__).parents[1] / "docs" / "importers.md"
+    assert doc.read_text() == importers_markdown(), "docs/importers.md is stale: run `python -m rolloutlab.io.importers._docs`"

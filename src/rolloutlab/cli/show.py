@@ -93,7 +93,8 @@ def show(
         con.print(tab)
         return
 
-    cond, params = ["t.run_id = ?"], [rid]
+    cond: list[str] = ["t.run_id = ?"]
+    params: list[Any] = [rid]
     if step is not None:
         cond.append("t.step = ?")
         params.append(step)

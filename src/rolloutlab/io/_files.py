@@ -46,13 +46,13 @@ def open_binary(path: Path) -> IO[bytes]:
     """Open ``path`` for reading bytes, decompressing ``.gz`` / ``.zst`` transparently."""
     name = path.name.lower()
     if name.endswith(".gz"):
-        return gzip.open(path, "rb")
+        return gzip.open(path, "rb")  # type: ignore[return-value]
     if name.endswith((".zst", ".zstd")):
         import zstandard
 
         raw = open(path, "rb")  # noqa: SIM115 - closed with the stream reader
-        return zstandard.ZstdDecompressor().stream_reader(raw, closefd=True)  # type: ignore[return-value]
-    return open(path, "rb")  # noqa: SIM115
+        return zstandard.ZstdDecompressor().stream_reader(raw, closefd=True)
+    return open(path, "rb")
 
 
 def read_bytes(path: Path) -> bytes:
@@ -96,7 +96,7 @@ def iter_jsonl(
     :class:`IncompleteTail` is raised: the writer has not finished it.
     """
     with open_binary(path) as f:
-        stream = f if isinstance(f, io.BufferedReader | gzip.GzipFile) else io.BufferedReader(f)  # type: ignore[arg-type]
+        stream: IO[bytes] = f if isinstance(f, io.BufferedReader | gzip.GzipFile) else io.BufferedReader(f)  # type: ignore[type-var]
         lineno = 0
         pending: tuple[int, bytes, orjson.JSONDecodeError] | None = None
         for raw in stream:
@@ -177,19 +177,18 @@ def extract_archive(path: Path) -> tuple[Path, Path]:
     try:
         if path.name.lower().endswith(".zip"):
             with zipfile.ZipFile(path) as z:
-                for m in z.infolist():
-                    _check_member(path, dest, m.filename)
+                for zm in z.infolist():
+                    _check_member(path, dest, zm.filename)
                 z.extractall(dest)
         else:
-            mode = "r:*"
             if path.name.lower().endswith(".zst"):
                 import zstandard
 
                 with open(path, "rb") as raw:
                     data = zstandard.ZstdDecompressor().stream_reader(raw).read()
-                tf = tarfile.open(fileobj=io.BytesIO(data), mode="r:")
+                tf = tarfile.open(fileobj=io.BytesIO(data), mode="r:")  # noqa: SIM115 - closed below
             else:
-                tf = tarfile.open(path, mode)
+                tf = tarfile.open(path, "r:*")  # noqa: SIM115
             with tf:
                 members = [m for m in tf.getmembers() if m.isfile() or m.isdir()]
                 for m in members:

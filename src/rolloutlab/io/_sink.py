@@ -10,6 +10,7 @@ mirror :class:`rolloutlab.schema.Trajectory` field by field instead.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -284,17 +285,17 @@ class PartSink:
             c[name].extend(none)
         c["prompt_chars"].extend([None if p is None else len(p) for p in prompts])
         c["response_chars"].extend([None if r is None else len(r) for r in responses])
-        x = self._cols["texts"]
-        x["run_id"].extend([self.run_id] * n)
-        x["split"].extend(splits)
-        x["step"].extend(steps)
-        x["traj_id"].extend(ids)
-        x["turn_idx"].extend([-1] * n)
-        x["prompt"].extend(prompts)
-        x["response"].extend(responses)
-        x["extras"].extend([to_text(e) if e else None for e in columns.get("extras", none)])
+        tx = self._cols["texts"]
+        tx["run_id"].extend([self.run_id] * n)
+        tx["split"].extend(splits)
+        tx["step"].extend(steps)
+        tx["traj_id"].extend(ids)
+        tx["turn_idx"].extend([-1] * n)
+        tx["prompt"].extend(prompts)
+        tx["response"].extend(responses)
+        tx["extras"].extend([to_text(e) if e else None for e in columns.get("extras", none)])
         for name in ("error", "observation", "anchor_obs", "thought", "action", "parsed_action", "tool_calls"):
-            x[name].extend(none)
+            tx[name].extend(none)
         self.counts["texts"] += n
         for i, ts in (turns or {}).items():
             for j, t in enumerate(ts):
@@ -345,12 +346,12 @@ class PartSink:
         if not isinstance(value, int | float):
             raise RecordError(f"metric {name!r} must be a number, got {_short(value)}")
         x = float(value)
-        c = self._cols["metrics"]
-        c["run_id"].append(self.run_id)
-        c["split"].append(split)
-        c["step"].append(as_int(step, "step"))
-        c["name"].append(name)
-        c["value"].append(x if math.isfinite(x) else None)
+        m = self._cols["metrics"]
+        m["run_id"].append(self.run_id)
+        m["split"].append(split)
+        m["step"].append(as_int(step, "step"))
+        m["name"].append(name)
+        m["value"].append(x if math.isfinite(x) else None)
         self.counts["metrics"] += 1
 
     # -- output --------------------------------------------------------------------
@@ -381,10 +382,8 @@ class PartSink:
 
     def abort(self) -> None:
         for w in self._writers.values():
-            try:
+            with contextlib.suppress(OSError):
                 w.close()
-            except OSError:
-                pass
         self._writers.clear()
         for rel in self.files.values():
             (self.out_dir / rel).unlink(missing_ok=True)

@@ -170,7 +170,8 @@ class Store:
         raise RolloutlabError(f"run {run!r} {what} {self.path}; runs: {known}")
 
     def _where(self, run: str | None, split: str | None, step: int | None) -> tuple[str, list[Any]]:
-        cond, params = ["TRUE"], []
+        cond: list[str] = ["TRUE"]
+        params: list[Any] = []
         if run is not None:
             cond.append("run_id = ?")
             params.append(self.resolve_run(run))

@@ -83,7 +83,7 @@ class MappedImporter(Importer):
                 if not isinstance(rec, dict):
                     raise RecordError(f"expected a JSON object per line, got {type(rec).__name__}")
 
-                def field(name: str, default: Any = None) -> Any:
+                def field(name: str, default: Any = None, rec: dict[str, Any] = rec) -> Any:
                     if name not in m:
                         return default
                     v = _get(rec, m[name])

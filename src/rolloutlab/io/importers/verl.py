@@ -39,7 +39,15 @@ from typing import Any
 from rolloutlab.io._errors import InputError, RecordError
 from rolloutlab.io._files import logical_name, open_binary
 from rolloutlab.io._sink import PartSink, TurnData
-from rolloutlab.io.importers._base import Importer, Part, ReadContext, RunInfo, default_name, register, require
+from rolloutlab.io.importers._base import (
+    Importer,
+    Part,
+    ReadContext,
+    RunInfo,
+    default_name,
+    register,
+    require,
+)
 
 _STEP_FILE = re.compile(r"^(\d+)\.jsonl$")
 _CONSOLE = re.compile(rb"^\s*(?:\(\w+(?: pid=\d+)?\)\s*)?step:(\d+)\s+-\s+(.*)$")
