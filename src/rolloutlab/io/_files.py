@@ -104,11 +104,11 @@ def iter_jsonl(
             if pending is not None:
                 _bad_line(path, *pending, on_bad_line)
                 pending = None
-            if not raw.strip():
-                continue
             try:
                 obj = orjson.loads(raw)
             except orjson.JSONDecodeError as e:
+                if not raw.strip():
+                    continue
                 # Python's json writes NaN / Infinity, which strict JSON (orjson) refuses;
                 # read such lines so the record check can name the non-finite field.
                 lenient = _lenient(raw)

@@ -88,6 +88,11 @@ class ReadContext:
                 raise err from None
             self._reject(err)
 
+    def fail(self, e: RecordError, path: Path, line: int | None, obj: Any = None) -> None:
+        """What :meth:`record` does, for hot loops that catch ``RecordError`` themselves."""
+        with self.record(path, line, obj):
+            raise e
+
     def warn(self, message: str) -> None:
         self.warnings.append(message)
 

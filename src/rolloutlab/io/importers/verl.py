@@ -177,10 +177,14 @@ class VerlImporter(Importer):
         cols: dict[str, list[Any]] = {k: [] for k in names}
         lines: list[int] = []
         turns: dict[int, list[TurnData]] = {}
+        c_id, c_step, c_split, c_group, c_idx, c_task, c_ds, c_prompt, c_resp, c_reward, c_comps, c_succ, c_extras, c_turns = cols.values()
         for lineno, rec in ctx.jsonl(path):
-            with ctx.record(path, lineno, rec):
-                prompt = require(rec, "input", str)
-                output = require(rec, "output", str)
+            try:
+                prompt = rec["input"]
+                output = rec["output"]
+                if type(prompt) is not str or type(output) is not str:
+                    require(rec, "input", str)
+                    require(rec, "output", str)
                 if "score" in rec:
                     score = rec["score"]
                 elif "reward" in rec:
@@ -192,37 +196,57 @@ class VerlImporter(Importer):
                 step = rec.get("step", file_step)
                 if type(step) is not int:
                     raise RecordError(f"field 'step' must be int, got {step!r}")
-                h = hashes.get(prompt)
-                if h is None:
-                    h = hashes[prompt] = hashlib.blake2b(prompt.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
-                group_id = f"{step}:{h}"
-                idx = group_sizes.get(group_id, 0)
-                group_sizes[group_id] = idx + 1
-                comps: dict[str, float] = {}
-                extras: dict[str, Any] = {}
-                for k, v in rec.items():
-                    if k in _CORE:
-                        if k == "gts":
-                            extras[k] = v
-                    elif type(v) is float or type(v) is int:
-                        comps[k] = v
-                    else:
+            except (KeyError, TypeError):
+                try:
+                    require(rec, "input", str)
+                    require(rec, "output", str)
+                except RecordError as e:
+                    ctx.fail(e, path, lineno, rec)
+                continue
+            except RecordError as e:
+                ctx.fail(e, path, lineno, rec)
+                continue
+            h = hashes.get(prompt)
+            if h is None:
+                h = hashes[prompt] = hashlib.blake2b(prompt.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+            group_id = f"{step}:{h}"
+            idx = group_sizes.get(group_id, 0)
+            group_sizes[group_id] = idx + 1
+            comps: dict[str, float] = {}
+            extras: dict[str, Any] = {}
+            for k, v in rec.items():
+                if k in _CORE:
+                    if k == "gts":
                         extras[k] = v
-                acc = rec.get("acc")
-                turn_list = split_turns(output)
-                if len(turn_list) > 1:
-                    turns[len(lines)] = turn_list
-                ds = rec.get("data_source")
-                lines.append(lineno)
-                row = (f"{split}/{step}/{lineno}", step, split, group_id, idx, h, ds if isinstance(ds, str) else None,
-                       prompt, output, score, comps,
-                       bool(acc) if isinstance(acc, bool) or acc in (0, 1) else None, extras, len(turn_list))
-                for col, v in zip(cols.values(), row, strict=True):
-                    col.append(v)
+                elif type(v) is float or type(v) is int:
+                    comps[k] = v
+                else:
+                    extras[k] = v
+            acc = rec.get("acc")
+            turn_list = split_turns(output)
+            if len(turn_list) > 1:
+                turns[len(lines)] = turn_list
+            ds = rec.get("data_source")
+            lines.append(lineno)
+            c_id.append(f"{split}/{step}/{lineno}")
+            c_step.append(step)
+            c_split.append(split)
+            c_group.append(group_id)
+            c_idx.append(idx)
+            c_task.append(h)
+            c_ds.append(ds if type(ds) is str else None)
+            c_prompt.append(prompt)
+            c_resp.append(output)
+            c_reward.append(score)
+            c_comps.append(comps)
+            c_succ.append(bool(acc) if type(acc) is bool or acc in (0, 1) else None)
+            c_extras.append(extras)
+            c_turns.append(len(turn_list))
             if len(lines) >= 2048:
                 self._emit(path, sink, ctx, lines, cols, turns)
                 lines, turns = [], {}
                 cols = {k: [] for k in names}
+                c_id, c_step, c_split, c_group, c_idx, c_task, c_ds, c_prompt, c_resp, c_reward, c_comps, c_succ, c_extras, c_turns = cols.values()
         if lines:
             self._emit(path, sink, ctx, lines, cols, turns)
         if not group_sizes:
