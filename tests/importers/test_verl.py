@@ -99,3 +99,25 @@ def test_two_sources_one_run_duplicate_step(tmp_path: Path, ingest_one) -> None:
     b = write_verl(tmp_path / "b", {1: [[0, 0]]})
     with pytest.raises(RolloutlabError, match="duplicate step files"):
         ingest_one([a, b], name="merged")
+
+
+def test_fast_and_line_by_line_readers_agree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import rolloutlab
+    from rolloutlab.io.importers.verl import VerlImporter
+
+    d = tmp_path / "d"
+    d.mkdir()
+    out = "<a>1</a>\nuser\n<obs>o</obs>\nassistant\n<a>2</a>"
+    lines = [verl_line(2, f"p{i % 3}", float(i % 2), output=out if i % 4 == 0 else "x", acc=i % 2, f1=0.25 * (i % 4),
+                       data_source="nq" if i % 2 else 7) for i in range(12)]
+    (d / "2.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    q = """SELECT t.*, x.prompt, x.response, x.extras FROM trajectories t JOIN texts x USING (run_id, traj_id)
+           WHERE x.turn_idx = -1 ORDER BY traj_id"""
+    qt = "SELECT * FROM texts WHERE turn_idx >= 0 ORDER BY traj_id, turn_idx"
+    rolloutlab.ingest([d], tmp_path / "fast")
+    monkeypatch.setattr(VerlImporter, "_read_dump_fast", staticmethod(lambda *a: False))
+    rolloutlab.ingest([d], tmp_path / "slow")
+    fast, slow = rolloutlab.open_store(tmp_path / "fast"), rolloutlab.open_store(tmp_path / "slow")
+    assert fast.sql(q).fetchall() == slow.sql(q).fetchall()
+    assert fast.sql(qt).fetchall() == slow.sql(qt).fetchall()
+    assert len(fast.sql(qt).fetchall()) == 6  # 3 multi-turn rows × 2 turns
