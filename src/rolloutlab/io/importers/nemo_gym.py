@@ -1,1 +1,317 @@
-"""Importer placeholder: being written."""
+"""NeMo Gym rollouts: JSONL, one rollout per line (``ng_collect_rollouts`` output).
+
+Reads (FORMATS.md § Others; ``nemo_gym/global_config.py``, ``rollout_collection.py``):
+a line is the resources server's verify response: ``responses_create_params`` (the
+request: ``input`` messages, ``instructions``, sampling settings), ``response`` (an
+OpenAI Responses object whose ``output`` lists the rollout's items), ``reward``,
+``_ng_task_index`` / ``_ng_rollout_index``, ``agent_ref``, and whatever fields the
+environment adds (``terminated``, ``truncated``, ``info``, ``similarity``, …).  A file
+or a folder of such files; the folder is one run, one part per file.  Rollout
+collection is an evaluation, not a training step: everything lands in split ``eval``
+at step 0, the run named after the file (or folder), its model ``response.model``.
+
+Recovered:
+
+- **prompt**: ``instructions`` (as a system message) + ``input`` messages;
+- **turns** from ``response.output``: consecutive model items — ``reasoning`` (thought:
+  its ``content`` texts, else its ``summary``), an assistant ``message`` (action: its
+  ``output_text`` parts), ``function_call`` (``{name, arguments, call_id}``; also
+  ``custom_tool_call`` and built-in ``*_call`` items, named by their type) — form one
+  turn, ended by the first environment item: ``function_call_output`` (any
+  ``*_call_output``: the result of the call with that ``call_id``, and observation of
+  the next turn) or a ``user`` / ``system`` / ``developer`` message (an environment
+  observation for the next turn, as the gymnasium agents write them).  Items after the
+  last turn are ``final_observation`` in extras; items of other types are listed in
+  ``unread_output_items``.  The response is the last assistant text;
+- **groups**: ``_ng_task_index`` is the group (``group_id = {file}:{index}``) and
+  ``_ng_rollout_index`` the sample.  Lines without them (e.g. the MCP weather example)
+  are grouped by identical ``input`` (a hash of it), ``sample_idx`` by order.
+  ``task_id``: the row's ``task_id`` / ``problem_id`` / ``instance_id`` when present
+  (as NeMo Gym's own trajectory records do), else the task index, else the input hash;
+- **reward** as written; **reward components**: the numeric (not boolean) top-level
+  environment fields whose name contains ``reward``, ``score``, ``similarity``,
+  ``accuracy``, ``correct`` or ``pass`` (toolsandbox's ``similarity`` — which *is*
+  its reward — ``milestone_similarity``, ``minefield_similarity``).  Other numbers
+  (``turn_count``, ``task_idx``) are not rewards and stay in extras, as do booleans
+  (``tool_call_seen``), ``info`` and ``agent_ref``;
+- **success**: a boolean ``success`` at the top level or in ``info``; else unknown;
+- **ungraded** (``graded = false``, termination ``error``): ``_ng_failure_class`` set
+  (a failure row, e.g. ``judge_failed``), a non-null ``exception_type`` (toolsandbox
+  writes ``exception_type: "RuntimeError"`` with ``reward: 0.0`` and an empty output
+  when its scorer crashed — an environment failure, not a zero), a ``response.error``,
+  or no ``reward`` at all;
+- **termination**: ``terminated`` → ``done``, ``truncated`` → ``truncated``,
+  ``response.incomplete_details`` (e.g. ``max_output_tokens``) → ``truncated``;
+  otherwise unknown;
+- **tokens**: ``response.usage.output_tokens`` (summed over the rollout's model calls
+  by the gymnasium agents) is ``response_tokens``; ``input_tokens`` is
+  ``prompt_tokens`` only for a single model call (one turn, no tool result).
+
+``data_source`` is ``agent_ref.name`` (one file may mix agents).  Not recoverable:
+per-turn token counts, per-turn rewards (the gymnasium agents report only the final
+``info``), and the sampling seed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from rolloutlab.io._errors import RecordError
+from rolloutlab.io._files import logical_name, open_binary
+from rolloutlab.io._sink import PartSink
+from rolloutlab.io.importers._agentlog import Msg, args_text, chat_turns, finite
+from rolloutlab.io.importers._base import (
+    Importer,
+    Part,
+    ReadContext,
+    RunInfo,
+    default_name,
+    register,
+    require,
+)
+
+_COMPONENT = re.compile(r"reward|score|similarity|accuracy|correct|pass", re.IGNORECASE)
+_CORE = {"responses_create_params", "response", "reward", "_ng_task_index", "_ng_rollout_index"}
+_ENV_ROLES = {"user", "system", "developer"}
+
+
+def _first_record(path: Path) -> dict[str, Any] | None:
+    """The first line's object (a rollout line can be megabytes: read it whole)."""
+    try:
+        chunks: list[bytes] = []
+        with open_binary(path) as f:
+            while len(chunks) < 1024 and not (chunks and b"\n" in chunks[-1]):
+                chunk = f.read(1 << 16)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+        rec = orjson.loads(b"".join(chunks).split(b"\n", 1)[0])
+    except (OSError, EOFError, ValueError):
+        return None
+    return rec if isinstance(rec, dict) else None
+
+
+def _is_rollouts(path: Path) -> bool:
+    if not (path.is_file() and logical_name(path).endswith(".jsonl")):
+        return False
+    rec = _first_record(path)
+    return rec is not None and isinstance(rec.get("responses_create_params"), dict) and isinstance(rec.get("response"), dict)
+
+
+def _files(src: Path) -> list[Path]:
+    return [p for p in sorted(src.rglob("*")) if _is_rollouts(p)]
+
+
+@register
+class NemoGymImporter(Importer):
+    name = "nemo_gym"
+    summary = "NeMo Gym rollouts JSONL (responses_create_params / response / reward per line)"
+    recovers = __doc__ or ""
+
+    def detect(self, src: Path) -> int:
+        if src.is_dir():
+            cands = [p for p in sorted(src.iterdir()) if logical_name(p).endswith(".jsonl")][:20]
+            return 80 if any(_is_rollouts(p) for p in cands) else 0
+        return 90 if _is_rollouts(src) else 0
+
+    def run_info(self, src: Path) -> RunInfo:
+        files = [src] if src.is_file() else _files(src)
+        rec = _first_record(files[0]) if files else None
+        resp = rec.get("response") if rec else None
+        model = resp.get("model") if isinstance(resp, dict) else None
+        agent = rec.get("agent_ref") if rec else None
+        return RunInfo(name=default_name(src), model=model if isinstance(model, str) else None,
+                       env=agent.get("name") if isinstance(agent, dict) and src.is_file() else None)
+
+    def parts(self, src: Path) -> list[Part]:
+        if src.is_file():
+            return [Part(key=src.name, paths=(src,))]
+        return [Part(key=str(p.relative_to(src)), paths=(p,)) for p in _files(src)]
+
+    def read(self, part: Part, sink: PartSink, ctx: ReadContext) -> None:
+        path = part.paths[0]
+        counts: dict[str, int] = {}
+        for lineno, rec in ctx.jsonl(path):
+            with ctx.record(path, lineno, rec):
+                _rollout(rec, lineno, part.key, counts, sink)
+
+
+def _rollout(rec: Any, lineno: int, key: str, counts: dict[str, int], sink: PartSink) -> None:
+    params = require(rec, "responses_create_params", dict)
+    response = require(rec, "response", dict)
+    output = response.get("output") or []
+    if not isinstance(output, list):
+        raise RecordError(f"field 'response.output' must be a list, got {type(output).__name__}")
+    prompt = _prompt(params)
+
+    task_index = rec.get("_ng_task_index")
+    input_hash = hashlib.blake2b(orjson.dumps(params.get("input"), option=orjson.OPT_SORT_KEYS), digest_size=8).hexdigest()
+    group = str(task_index) if isinstance(task_index, int) else input_hash
+    group_id = f"{key}:{group}"
+    rollout_index = rec.get("_ng_rollout_index")
+    if isinstance(rollout_index, int) and not isinstance(rollout_index, bool):
+        sample_idx = rollout_index
+    else:
+        sample_idx = counts.get(group_id, 0)
+    counts[group_id] = counts.get(group_id, 0) + 1
+    explicit = next((rec[k] for k in ("task_id", "problem_id", "instance_id") if isinstance(rec.get(k), str | int)), None)
+    task_id = str(explicit) if explicit is not None else group
+
+    msgs, unknown = _items(output)
+    chat = chat_turns(msgs)
+    turns = chat.turns
+    if chat.prompt and turns and turns[0].observation is None:  # output opened with an observation
+        turns[0].observation = "\n".join(str(m.get("content") or "") for m in chat.prompt)
+
+    reward = rec.get("reward")
+    error: str | None = None
+    why: str | None = None
+    if rec.get("_ng_failure_class") is not None:
+        detail = next((rec[k] for k in sorted(rec) if k.startswith("_ng_failure_") and k not in ("_ng_failure_class", "_ng_failure_terminal")), None)
+        error = f"{rec['_ng_failure_class']}" + (f": {detail}" if detail is not None else "")
+        why = "failure row (_ng_failure_class)"
+    elif rec.get("exception_type") is not None:
+        msg = rec.get("exception_message") or rec.get("exception")
+        error = f"{rec['exception_type']}" + (f": {msg}" if msg else "")
+        why = "the environment raised (exception_type)"
+    elif response.get("error"):
+        err = response["error"]
+        error = str(err.get("message") or err) if isinstance(err, dict) else str(err)
+        why = "the model call failed (response.error)"
+    elif reward is None:
+        why = "no reward"
+    graded = why is None
+
+    if not graded:
+        termination: str | None = "error" if error else None
+    elif rec.get("terminated") is True:
+        termination = "done"
+    elif rec.get("truncated") is True or response.get("incomplete_details"):
+        termination = "truncated"
+    else:
+        termination = None
+
+    info = rec.get("info")
+    success = rec.get("success")
+    if not isinstance(success, bool):
+        success = info.get("success") if isinstance(info, dict) and isinstance(info.get("success"), bool) else None
+
+    components: dict[str, float] = {}
+    extras: dict[str, Any] = {}
+    for k, v in rec.items():
+        if k in _CORE:
+            continue
+        x = finite(v)
+        if x is not None and _COMPONENT.search(k):
+            components[k] = x
+        else:
+            extras[k] = v
+    for k in ("id", "model", "status", "incomplete_details", "error"):
+        if response.get(k) is not None:
+            extras[f"response.{k}"] = response[k]
+    if chat.final_observation is not None:
+        extras["final_observation"] = chat.final_observation
+    if unknown:
+        extras["unread_output_items"] = unknown
+    if why is not None:
+        extras["ungraded_reason"] = why
+        extras.update(components)  # placeholders of a failed scorer, not grades
+
+    usage = response.get("usage") if isinstance(response.get("usage"), dict) else {}
+    single_call = len(turns) == 1 and not any(it.get("type") == "function_call_output" for it in output if isinstance(it, dict))
+    agent = rec.get("agent_ref")
+    sink.add_trajectory(
+        traj_id=f"{key}:{lineno}",
+        step=0,
+        split="eval",
+        group_id=group_id,
+        sample_idx=sample_idx,
+        task_id=task_id,
+        data_source=agent.get("name") if isinstance(agent, dict) and isinstance(agent.get("name"), str) else None,
+        prompt=prompt,
+        response=chat.response,
+        reward=reward,
+        reward_components=components if graded else None,
+        success=success if graded else None,
+        graded=graded,
+        termination=termination,
+        error=error,
+        prompt_tokens=usage.get("input_tokens") if single_call else None,
+        response_tokens=usage.get("output_tokens"),
+        extras=extras,
+        num_turns=len(turns),
+        turns=turns,
+    )
+
+
+def _prompt(params: dict[str, Any]) -> str | list[Any] | None:
+    inp = params.get("input")
+    instructions = params.get("instructions")
+    system = [{"role": "system", "content": instructions}] if isinstance(instructions, str) and instructions else []
+    if isinstance(inp, str):
+        return [*system, {"role": "user", "content": inp}] if system else inp
+    if isinstance(inp, list):
+        return [*system, *inp] or None
+    return system or None
+
+
+def _text(content: Any) -> str | None:
+    """Text of a Responses message's content: a string, or parts with ``text``
+    (``output_text`` / ``input_text``) or ``refusal``."""
+    if content is None or isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise RecordError(f"message content must be a string or a list, got {type(content).__name__}")
+    parts = [str(c.get("text", c.get("refusal", ""))) for c in content if isinstance(c, dict) and ("text" in c or "refusal" in c)]
+    return "\n".join(parts) if parts else None
+
+
+def _items(output: list[Any]) -> tuple[list[Msg], list[str]]:
+    """Responses output items → normalised messages (one assistant message per run of
+    consecutive model items), and the types of items that are neither."""
+    msgs: list[Msg] = []
+    unknown: list[str] = []
+    current: Msg | None = None
+    for it in output:
+        if not isinstance(it, dict):
+            raise RecordError(f"a response.output item must be an object, got {type(it).__name__}")
+        kind = str(it.get("type", "message"))
+        role = it.get("role")
+        model_item = kind == "reasoning" or (kind == "message" and role == "assistant") or kind.endswith("_call")
+        if model_item:
+            if current is None:
+                current = Msg(role="assistant")
+                msgs.append(current)
+            if kind == "reasoning":
+                parts = it.get("content") or it.get("summary") or []
+                text = _text(parts) if isinstance(parts, list) else None
+                if text:
+                    current.thought = f"{current.thought}\n{text}" if current.thought else text
+            elif kind == "message":
+                text = _text(it.get("content"))
+                if text is not None:
+                    current.text = f"{current.text}\n{text}" if current.text else text
+            elif kind in ("function_call", "custom_tool_call"):
+                current.tool_calls.append({"name": require(it, "name", str),
+                                           "arguments": args_text(it.get("arguments", it.get("input"))),
+                                           "id": it.get("call_id") or it.get("id")})
+            else:  # built-in tools: web_search_call, computer_call, local_shell_call, …
+                args = {k: v for k, v in it.items() if k not in ("type", "id", "call_id", "status")}
+                current.tool_calls.append({"name": kind, "arguments": args_text(args) if args else None,
+                                           "id": it.get("call_id") or it.get("id")})
+            continue
+        current = None
+        if kind.endswith("_call_output"):
+            out = it.get("output")
+            text = out if isinstance(out, str) else _text(out) if isinstance(out, list) else args_text(out)
+            msgs.append(Msg(role="tool", text=text, tool_call_id=it.get("call_id")))
+        elif kind == "message" and role in _ENV_ROLES:
+            msgs.append(Msg(role="user", text=_text(it.get("content"))))
+        else:
+            unknown.append(kind)
+    return msgs, unknown

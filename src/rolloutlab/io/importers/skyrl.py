@@ -1,1 +1,242 @@
-"""Importer placeholder: being written."""
+"""SkyRL evaluation dumps (``trainer.dump_eval_results``).
+
+Reads (FORMATS.md § SkyRL; ``skyrl/train/evaluate.py`` and
+``skyrl/train/utils/trainer_utils.py::dump_per_dataset_eval_results``):
+``{export_path}/dumped_evals/global_step_{N}_evals/`` — or ``eval_only/`` for a standalone
+evaluation — holding one ``{data_source with "/" → "_"}.jsonl`` per data source, lines
+``{input_prompt, output_response, score, stop_reason, env_class, env_extras,
+data_source}``, and ``aggregated_results.jsonl``, one line of ``eval/{ds}/avg_score``,
+``eval/{ds}/pass_at_{n}``, ``eval/{ds}/mean_positive_reward``, ``eval/all/...``.  The
+source may be the export folder, its ``dumped_evals`` folder, one step folder, or one
+data-source file.  Each step folder is one part: split ``eval`` at step ``N``;
+``eval_only`` (its checkpoint's step is not written anywhere) lands at step 0, its ids
+prefixed ``eval_only/`` so that it never collides with ``global_step_0_evals``.
+
+Recovered: prompt and response texts as decoded (chat-template special tokens kept),
+reward, data source (the line's ``data_source``, else the file's name), environment class and extras (``env_extras`` in extras), the
+aggregated metrics (names kept, split ``eval``).
+
+Inferred:
+
+- **reward**: ``score`` is a number, or a list of token-level rewards; the reward of a
+  list is its sum (SkyRL's ``avg_score`` sums it too); ``extras.token_rewards`` keeps its
+  length and ``extras.last_token_reward`` its last element;
+- **success**: SkyRL's own pass rule behind ``pass_at_n``: reward > 0 (for token-level
+  rewards, the last token's reward > 0);
+- **termination**: ``stop_reason`` ``"stop"`` → done, ``"length"`` → truncated,
+  ``"abort"`` → aborted, anything else → unknown (the raw value stays in extras).  For a
+  multi-turn episode it is the stop reason of the last generation;
+- **groups**: identical ``input_prompt`` within one data source at one step
+  (``eval_n_samples_per_prompt`` samples); ``task_id`` is the hash of the prompt;
+- **turns**: a multi-turn ``output_response`` holds the environment's replies as chat
+  messages; it is split at ChatML (``<|im_start|>role``) or Llama-3
+  (``<|start_header_id|>role<|end_header_id|>``) markers into assistant turns, the
+  user / tool messages between them being the next turn's observation (those after the
+  last assistant turn go to ``extras.final_observation``).  End-of-turn tokens are cut
+  from the turns' texts, not from ``response``.
+
+Not recoverable: token counts (only decoded text is dumped), per-turn rewards (a
+token-level list is not aligned to turns in the dump), the trainer's scalars (SkyRL logs
+them to its trackers only).  With ``generator.step_wise_trajectories`` the dump holds one
+line per *step* of each episode, with nothing to tell them apart: each line is then
+imported as a trajectory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+from typing import Any
+
+from rolloutlab.io._errors import RecordError
+from rolloutlab.io._files import logical_name, open_binary
+from rolloutlab.io._sink import PartSink, TurnData, as_float
+from rolloutlab.io.importers._base import (
+    Importer,
+    Part,
+    ReadContext,
+    RunInfo,
+    default_name,
+    register,
+    require,
+)
+
+_STEP_DIR = re.compile(r"^global_step_(\d+)_evals$")
+_EVAL_ONLY = "eval_only"
+_AGGREGATED = "aggregated_results.jsonl"
+_TERMINATION = {"stop": "done", "length": "truncated", "abort": "aborted"}
+_CHATML = re.compile(r"<\|im_start\|>(\w+)\n")
+_LLAMA3 = re.compile(r"<\|start_header_id\|>(\w+)<\|end_header_id\|>\n\n")
+_END_MARKERS = ("<|im_end|>", "<|eot_id|>", "<|endoftext|>", "<|end_of_text|>")
+
+
+def _is_eval_dir(p: Path) -> bool:
+    return p.is_dir() and (p.name == _EVAL_ONLY or _STEP_DIR.match(p.name) is not None)
+
+
+def _eval_dirs(src: Path) -> list[Path]:
+    """The step folders ``src`` names: itself, those of ``dumped_evals``, or its own."""
+    if _is_eval_dir(src):
+        return [src]
+    base = src / "dumped_evals" if (src / "dumped_evals").is_dir() else src
+    return sorted((p for p in base.iterdir() if _is_eval_dir(p)), key=_step_of)
+
+
+def _step_of(d: Path) -> int:
+    m = _STEP_DIR.match(d.name)
+    return int(m.group(1)) if m else 0
+
+
+def _files(d: Path) -> list[Path]:
+    return sorted(p for p in d.iterdir() if p.is_file() and logical_name(p).endswith(".jsonl"))
+
+
+def _first(path: Path) -> dict[str, Any] | None:
+    import orjson
+
+    try:
+        with open_binary(path) as f:
+            for raw in f:
+                if raw.strip():
+                    obj = orjson.loads(raw)
+                    return obj if isinstance(obj, dict) else None
+    except (orjson.JSONDecodeError, OSError, EOFError):
+        return None
+    return None
+
+
+def _is_eval_file(path: Path) -> bool:
+    rec = _first(path)
+    return rec is not None and {"input_prompt", "output_response"} <= set(rec)
+
+
+def _is_aggregated(path: Path) -> bool:
+    rec = _first(path)
+    return logical_name(path) == _AGGREGATED and rec is not None and any(k.startswith("eval/") for k in rec)
+
+
+def _hash(text: str) -> str:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+
+
+@register
+class SkyRLImporter(Importer):
+    name = "skyrl"
+    summary = "SkyRL eval dumps (dumped_evals/global_step_N_evals/{data_source}.jsonl, aggregated_results.jsonl)"
+    recovers = __doc__ or ""
+
+    def detect(self, src: Path) -> int:
+        if src.is_file():
+            return 85 if logical_name(src).endswith(".jsonl") and _is_eval_file(src) else 0
+        if not src.is_dir():
+            return 0
+        for d in _eval_dirs(src)[:2]:
+            for p in _files(d):
+                if _is_aggregated(p) or _is_eval_file(p):
+                    return 90
+        return 0
+
+    def run_info(self, src: Path) -> RunInfo:
+        if src.is_file():
+            src = src.parent
+        if _is_eval_dir(src):
+            src = src.parent
+        if src.name == "dumped_evals":
+            src = src.parent
+        return RunInfo(name=default_name(src))
+
+    def parts(self, src: Path) -> list[Part]:
+        if src.is_file():
+            return [Part(key=src.name, paths=(src,))]
+        return [Part(key=d.name, paths=tuple(_files(d)), exclusive_steps=d.name != _EVAL_ONLY)
+                for d in _eval_dirs(src) if _files(d)]
+
+    def read(self, part: Part, sink: PartSink, ctx: ReadContext) -> None:
+        folder = part.paths[0].parent
+        step = _step_of(folder)
+        prefix = f"{_EVAL_ONLY}/" if folder.name == _EVAL_ONLY else ""
+        for path in part.paths:
+            if logical_name(path) == _AGGREGATED:
+                for lineno, rec in ctx.jsonl(path):
+                    with ctx.record(path, lineno, rec):
+                        if not isinstance(rec, dict):
+                            raise RecordError(f"expected a JSON object of metrics, got {type(rec).__name__}")
+                        for k, v in rec.items():
+                            if isinstance(v, int | float):
+                                sink.add_metric(step, k, v, split="eval")
+            else:
+                self._read_samples(path, step, prefix, sink, ctx)
+
+    @staticmethod
+    def _read_samples(path: Path, step: int, prefix: str, sink: PartSink, ctx: ReadContext) -> None:
+        stem = logical_name(path)[: -len(".jsonl")]
+        group_sizes: dict[str, int] = {}
+        for lineno, rec in ctx.jsonl(path):
+            with ctx.record(path, lineno, rec):
+                prompt = require(rec, "input_prompt", str)
+                response = require(rec, "output_response", str)
+                score = require(rec, "score")
+                extras: dict[str, Any] = {}
+                if isinstance(score, list):
+                    if not score:
+                        raise RecordError("field 'score' is an empty list of token-level rewards")
+                    tokens = [as_float(x, f"score[{i}]") for i, x in enumerate(score)]
+                    reward: float | None = sum(x for x in tokens if x is not None)
+                    last = tokens[-1]
+                    extras.update(token_rewards=len(tokens), last_token_reward=last)
+                else:
+                    reward = last = as_float(score, "score")
+                stop = rec.get("stop_reason")
+                ds = rec.get("data_source")
+                ds = ds if isinstance(ds, str) else stem
+                for k in ("stop_reason", "env_class", "env_extras"):
+                    if rec.get(k) is not None:
+                        extras[k] = rec[k]
+                extras.update({k: v for k, v in rec.items() if k not in (
+                    "input_prompt", "output_response", "score", "stop_reason", "env_class", "env_extras", "data_source")})
+                task = _hash(prompt)
+                group_id = f"{prefix}{step}:{ds}:{task}"
+                idx = group_sizes.get(group_id, 0)
+                group_sizes[group_id] = idx + 1
+                turns, final_obs = split_chat(response)
+                if final_obs is not None:
+                    extras["final_observation"] = final_obs
+                sink.add_trajectory(
+                    traj_id=f"eval/{prefix}{step}/{stem}/{lineno}", step=step, split="eval",
+                    group_id=group_id, sample_idx=idx, task_id=task, data_source=ds,
+                    prompt=prompt, response=response, reward=reward,
+                    success=None if last is None else last > 0,
+                    termination=_TERMINATION.get(stop) if isinstance(stop, str) else None,
+                    extras=extras, turns=turns)
+
+
+def split_chat(text: str) -> tuple[list[TurnData], str | None]:
+    """Assistant turns of a decoded multi-turn response that kept its chat markers, and
+    the messages after the last assistant turn (the final observation), if any."""
+    for marker in (_CHATML, _LLAMA3):
+        pieces = marker.split(text)
+        if len(pieces) > 1:
+            break
+    else:
+        return [TurnData(action=_strip_end(text))], None
+    turns: list[TurnData] = []
+    head = _strip_end(pieces[0])
+    if head.strip():
+        turns.append(TurnData(action=head))
+    obs: list[str] = []
+    for role, body in zip(pieces[1::2], pieces[2::2], strict=True):
+        if role == "assistant":
+            turns.append(TurnData(observation="\n".join(obs) if obs else None, action=_strip_end(body)))
+            obs = []
+        else:
+            obs.append(_strip_end(body))
+    return (turns or [TurnData(action=_strip_end(text))]), ("\n".join(obs) if obs else None)
+
+
+def _strip_end(text: str) -> str:
+    text = text.rstrip("\n")
+    for m in _END_MARKERS:
+        if text.endswith(m):
+            return text[: -len(m)].rstrip("\n")
+    return text
