@@ -117,7 +117,10 @@ def test_detected_in_every_shape(art_model: Path) -> None:
         assert imp is not None and imp.name == "art", src
 
 
-def test_does_not_claim_others(tmp_path: Path) -> None:
+def test_does_not_claim_others(tmp_path: Path, samples: Path) -> None:
+    # The real samples of other formats (Inspect logs, NeMo Gym rollouts) are not claimed.
+    for sample in [samples, *samples.rglob("*")]:
+        assert REGISTRY["art"].detect(sample) == 0, sample
     d = tmp_path / "rollout"
     d.mkdir()
     (d / "1.jsonl").write_text(json.dumps({"input": "q", "output": "a", "score": 1.0, "step": 1}) + "\n")
@@ -204,3 +207,39 @@ def test_legacy_jsonl_missing_reward(tmp_path: Path, ingest_one: Any) -> None:
     with pytest.raises(InputError) as e:
         ingest_one(tmp_path / "m")
     assert e.value.line == 1 and "'reward'" in e.value.message
+
+
+YAML_LOG = """\
+- trajectories:
+  - reward: 1.0
+    metrics: {}
+    metadata: {}
+    logs: []
+    messages_and_choices:
+    - role: user
+      content: hi
+    - finish_reason: stop
+      index: 0
+      message:
+        role: assistant
+        content: hello
+  metadata: {}
+  exceptions: []
+"""
+
+
+def test_oldest_yaml_log(tmp_path: Path, ingest_one: Any) -> None:
+    d = tmp_path / "m" / "trajectories" / "val"
+    d.mkdir(parents=True)
+    (d / "0005.yaml").write_text(YAML_LOG)
+    assert detect_format(tmp_path / "m").name == "art"
+    try:
+        import yaml  # noqa: F401
+    except ImportError:
+        with pytest.raises(InputError) as e:
+            ingest_one(tmp_path / "m")
+        assert "pip install pyyaml" in e.value.message and e.value.path == str(d / "0005.yaml")
+        return
+    _, store = ingest_one(tmp_path / "m")
+    assert store.sql("SELECT split, step, reward FROM trajectories").fetchall() == [("val", 5, 1.0)]
+    assert store.sql("SELECT response FROM texts WHERE turn_idx = -1").fetchall() == [("hello",)]

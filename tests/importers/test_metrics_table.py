@@ -71,7 +71,10 @@ def test_step_column_priority_and_float_steps(tmp_path: Path, ingest_one: Any) -
     assert _metrics(store) == {("train", 1, "x"): 3.0, ("train", 2, "x"): 4.0}
 
 
-def test_detection(tmp_path: Path) -> None:
+def test_detection(tmp_path: Path, samples: Path) -> None:
+    # The real samples of other formats (Inspect logs, NeMo Gym rollouts) are not claimed.
+    for sample in [samples, *samples.rglob("*")]:
+        assert REGISTRY["metrics_table"].detect(sample) == 0, sample
     (tmp_path / "ok.csv").write_text("trainer/global_step,reward\n1,0.5\n")
     (tmp_path / "nostep.csv").write_text("epoch,reward\n1,0.5\n")
     assert detect_format(tmp_path / "ok.csv").name == "metrics_table"

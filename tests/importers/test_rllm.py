@@ -106,7 +106,10 @@ def test_detected_in_every_shape(rllm_run: Path) -> None:
         assert imp is not None and imp.name == "rllm", src
 
 
-def test_does_not_claim_others(tmp_path: Path) -> None:
+def test_does_not_claim_others(tmp_path: Path, samples: Path) -> None:
+    # The real samples of other formats (Inspect logs, NeMo Gym rollouts) are not claimed.
+    for sample in [samples, *samples.rglob("*")]:
+        assert REGISTRY["rllm"].detect(sample) == 0, sample
     d = tmp_path / "rollout"
     d.mkdir()
     (d / "1.jsonl").write_text(json.dumps({"input": "q", "output": "a", "score": 1.0, "step": 1}) + "\n")

@@ -64,7 +64,10 @@ def _fake_event_file(d: Path) -> Path:
     return p
 
 
-def test_detection_without_reading(tmp_path: Path) -> None:
+def test_detection_without_reading(tmp_path: Path, samples: Path) -> None:
+    # The real samples of other formats (Inspect logs, NeMo Gym rollouts) are not claimed.
+    for sample in [samples, *samples.rglob("*")]:
+        assert REGISTRY["tensorboard"].detect(sample) == 0, sample
     p = _fake_event_file(tmp_path / "runs" / "Jun01_exp")
     assert detect_format(p).name == "tensorboard"
     assert detect_format(tmp_path / "runs").name == "tensorboard"

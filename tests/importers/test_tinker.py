@@ -72,7 +72,10 @@ def test_detected_in_every_shape(tinker_run: Path) -> None:
         assert imp is not None and imp.name == "tinker", src
 
 
-def test_does_not_claim_other_metrics_files(tmp_path: Path) -> None:
+def test_does_not_claim_other_metrics_files(tmp_path: Path, samples: Path) -> None:
+    # The real samples of other formats (Inspect logs, NeMo Gym rollouts) are not claimed.
+    for sample in [samples, *samples.rglob("*")]:
+        assert REGISTRY["tinker"].detect(sample) == 0, sample
     run = tmp_path / "run"
     run.mkdir()
     (run / "run.json").write_text("{}")

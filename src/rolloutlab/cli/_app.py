@@ -37,7 +37,7 @@ def store_path(store: Path | None) -> Path:
 
 
 def _register() -> None:
-    from rolloutlab.cli import ingest, runs, show, sql  # noqa: F401
+    from rolloutlab.cli import analyze, ingest, runs, show, sql  # noqa: F401
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -54,11 +54,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except typer.Abort:
         err_console.print("aborted")
         return 130
-    except Exception as e:  # click usage errors
-        import click
-
-        if isinstance(e, click.ClickException):
-            e.show()
-            return e.exit_code
-        raise
+    except typer.TyperException as e:  # usage errors: the message and the exit code click would give
+        show = getattr(e, "show", None)
+        if callable(show):
+            show()
+        return int(getattr(e, "exit_code", 2))
     return 0

@@ -69,7 +69,8 @@ def load_json(path: Path) -> Any:
         return orjson.loads(data)
     except orjson.JSONDecodeError as e:
         line, col = _line_col(data, e.pos)
-        raw_line = data.splitlines()[line - 1] if data.splitlines() else b""
+        lines = data.splitlines()
+        raw_line = lines[line - 1] if 0 < line <= len(lines) else b""
         raise InputError(_json_msg(e), path=path, line=line, column=col, snippet=snippet_of(raw_line, col)) from None
 
 

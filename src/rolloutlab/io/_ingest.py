@@ -65,12 +65,14 @@ def ingest(
     split: str | None = None,
     on_error: str = "fail",
     progress: ProgressFn | None = None,
-    jobs: int | None = None,
+    jobs: int | None = 1,
 ) -> IngestReport:
     """Ingest ``sources`` into ``store``.  With ``name``, all sources form one run.
 
-    ``jobs``: worker processes for reading parts (default: up to 4 when the input is
-    larger than 64 MB, else 1)."""
+    ``jobs``: worker processes reading parts; ``None`` chooses (up to 4 when the input is
+    larger than 64 MB, else 1).  Workers are started with ``spawn``, which re-imports the
+    calling script: call with ``jobs != 1`` only under ``if __name__ == "__main__":``.
+    The CLI uses ``None``."""
     st = Store(Path(store))
     report = IngestReport(store=str(st.path))
     with st.lock():

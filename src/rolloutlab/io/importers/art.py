@@ -310,9 +310,9 @@ def _parquet_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             yield row, rec
 
 
-def _legacy_rows(path: Path, kind: str, ctx: ReadContext) -> Iterator[tuple[int, dict[str, Any]]]:
+def _legacy_rows(path: Path, kind: str, ctx: ReadContext) -> Iterator[tuple[int | None, dict[str, Any]]]:
     """Rows in the Parquet shape from an older JSONL (one group a line) or YAML log."""
-    groups: Iterator[tuple[int, Any]]
+    groups: Iterator[tuple[int | None, Any]]  # (line, group); YAML has no line per group
     if kind == "yaml":
         try:
             import yaml
@@ -324,7 +324,7 @@ def _legacy_rows(path: Path, kind: str, ctx: ReadContext) -> Iterator[tuple[int,
             raise InputError(f"invalid YAML: {e}", path=path) from None
         if not isinstance(data, list):
             raise InputError(f"expected a list of trajectory groups, got {type(data).__name__}", path=path)
-        groups = iter(enumerate(data, 1))
+        groups = ((None, g) for g in data)
     else:
         groups = ctx.jsonl(path)
     for g_idx, (lineno, group) in enumerate(groups):

@@ -50,7 +50,7 @@ from typing import Any
 import orjson
 
 from rolloutlab.io._errors import IncompleteTail, RecordError, snippet_of
-from rolloutlab.io._files import load_json, logical_name, read_bytes
+from rolloutlab.io._files import logical_name, read_bytes
 from rolloutlab.io._sink import PartSink, TurnData, to_text
 from rolloutlab.io.importers._base import Importer, Part, ReadContext, RunInfo, register, require
 from rolloutlab.io.importers._chat import content_text, tool_calls_of
@@ -134,16 +134,16 @@ class RllmImporter(Importer):
                 continue
             episodes += 1
             with ctx.record(path, None, None):
-                ep = _load_episode(path)
+                ep = _load_record(path)
                 self._add_episode(sink, ep, split=split, folder_step=int(m.group(2)) if m else None)
         if listed and listed != episodes:
             ctx.warn(f"{part.key}: batch_summary.json lists {listed} episodes, {episodes} episode files found")
 
     @staticmethod
     def _read_summary(path: Path, split: str, sink: PartSink, ctx: ReadContext) -> int:
-        summary = load_json(path)
         n = 0
-        with ctx.record(path, None, summary):
+        with ctx.record(path, None, None):
+            summary = _load_record(path)
             step = require(summary, "training_step", int)
             stats = require(summary, "summary_stats", dict)
             for k, v in stats.items():
@@ -214,8 +214,9 @@ class RllmImporter(Importer):
             )
 
 
-def _load_episode(path: Path) -> Any:
-    """The episode's JSON; a file cut short (no closing brace yet) is still being written.
+def _load_record(path: Path) -> Any:
+    """An episode's (or batch summary's) JSON; a file cut short (no closing brace yet)
+    is still being written.
 
     Parsed here rather than with ``load_json``, whose error location fails on an error at
     the very end of a file ending in a newline (``IndexError``)."""

@@ -47,21 +47,24 @@ _MAX_DEPTH = 4
 INSTALL_HINT = "reading TensorBoard event files needs the tensorboard package: pip install 'rolloutlab[tensorboard]'"
 
 
-def _event_files(src: Path) -> list[Path]:
-    if src.is_file():
-        return [src] if src.name.startswith(_PREFIX) else []
-    out: list[Path] = []
+def _walk_event_files(src: Path) -> Iterator[Path]:
+    """Event files in ``src`` and its sub-folders, breadth first, ``_MAX_DEPTH`` deep."""
     level = [src]
     for _ in range(_MAX_DEPTH):
         nxt = []
         for d in level:
             for p in sorted(d.iterdir()):
-                if p.is_file() and p.name.startswith(_PREFIX):
-                    out.append(p)
+                if p.name.startswith(_PREFIX) and p.is_file():
+                    yield p
                 elif p.is_dir() and not p.name.startswith("."):
                     nxt.append(p)
         level = nxt
-    return sorted(out)
+
+
+def _event_files(src: Path) -> list[Path]:
+    if src.is_file():
+        return [src] if src.name.startswith(_PREFIX) else []
+    return sorted(_walk_event_files(src))
 
 
 def _load_tensorboard() -> tuple[Any, Any, Any]:
@@ -111,7 +114,7 @@ class TensorboardImporter(Importer):
     def detect(self, src: Path) -> int:
         if src.is_file():
             return 90 if src.name.startswith(_PREFIX) else 0
-        return 70 if _event_files(src) else 0
+        return 70 if next(_walk_event_files(src), None) is not None else 0
 
     def run_info(self, src: Path) -> RunInfo:
         return RunInfo(name=default_name(src.parent if src.is_file() else src))

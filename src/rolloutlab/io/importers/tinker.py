@@ -6,7 +6,7 @@ Reads (FORMATS.md § Tinker; ``tinker_cookbook/rl/rollout_logging.py``,
 - ``{log_path}/metrics.jsonl``: one ``{"step": N, name: value, ...}`` per logged step
   (``env/all/reward/total``, ``by_group/frac_mixed``, ``optim/*``, ``time/*``, ...).
   Names starting ``test/`` are the default evaluator's: they land in split ``val``
-  without the prefix;
+  without the prefix; values that are not numbers are skipped and counted in a warning;
 - ``{log_path}/iteration_{i:06d}/train_rollout_summaries.jsonl`` and
   ``eval_{label}_rollout_summaries.jsonl`` (``rollout_json_export``), one trajectory a
   line: ``{schema_version, split, iteration, group_idx, traj_idx, tags,

@@ -1,0 +1,83 @@
+"""What did the run learn: the analyses behind ``rolloutlab analyze``.
+
+- data: :class:`RunFrame` (a run's numbers, loaded by :func:`load_run` or built by
+  :func:`frame_from_records`), :func:`derive_success`
+- tables: :func:`step_table`, :func:`signal_ledger` (group signal), :func:`passk_table`,
+  :func:`passk_verdict` (reliability vs capability)
+- fits: :func:`two_segment_fit`, :func:`saturation_verdict`, :func:`breakpoint_ci`;
+  :func:`entropy_trend`, :func:`detect_collapse`, :func:`fit_entropy_law` (Cui et al. 2025)
+- statistics: :func:`bootstrap_ci`, :func:`paired_diff_ci`, :func:`diff_ci`
+- everything at once: :func:`analyze` / :func:`analyze_run` → :class:`Analysis` with
+  ranked :class:`Finding` s
+"""
+
+from rolloutlab.analysis._analyze import Analysis, analyze, analyze_run
+from rolloutlab.analysis._bootstrap import BootstrapCI, bootstrap_ci, diff_ci, paired_diff_ci
+from rolloutlab.analysis._data import RunFrame, derive_success, frame_from_records, load_run
+from rolloutlab.analysis._entropy import (
+    EntropyCollapse,
+    EntropyLawFit,
+    EntropyTrend,
+    detect_collapse,
+    entropy_trend,
+    fit_entropy_law,
+)
+from rolloutlab.analysis._findings import Finding
+from rolloutlab.analysis._ledger import group_table, signal_ledger
+from rolloutlab.analysis._passk import (
+    PassKVerdict,
+    passk_table,
+    passk_verdict,
+    solve_rate_breakdown,
+)
+from rolloutlab.analysis._replay import REPLAY_ESTIMATORS, Replay, replay_advantages
+from rolloutlab.analysis._saturation import (
+    BreakpointCI,
+    FitStatus,
+    SaturationVerdict,
+    TwoSegmentFit,
+    breakpoint_ci,
+    saturation_verdict,
+    two_segment_fit,
+)
+from rolloutlab.analysis._steps import TRAINER_SCALARS, step_table, trainer_scalars
+
+__all__ = [
+    "REPLAY_ESTIMATORS",
+    "TRAINER_SCALARS",
+    "Analysis",
+    "BootstrapCI",
+    "BreakpointCI",
+    "EntropyCollapse",
+    "EntropyLawFit",
+    "EntropyTrend",
+    "Finding",
+    "FitStatus",
+    "PassKVerdict",
+    "Replay",
+    "RunFrame",
+    "SaturationVerdict",
+    "TwoSegmentFit",
+    "analyze",
+    "analyze_run",
+    "bootstrap_ci",
+    "breakpoint_ci",
+    "derive_success",
+    "detect_collapse",
+    "diff_ci",
+    "entropy_trend",
+    "fit_entropy_law",
+    "frame_from_records",
+    "group_table",
+    "load_run",
+    "paired_diff_ci",
+    "passk_table",
+    "passk_verdict",
+    "replay_advantages",
+    "saturation_verdict",
+    "signal_ledger",
+    "solve_rate_breakdown",
+    "step_table",
+    "trainer_scalars",
+    "two_segment_fit",
+]

@@ -1,0 +1,127 @@
+"""``analyze``: every section for one run, then the ranked findings.
+
+Sections (each says why when it cannot be computed): the per-step table, the
+group-signal ledger, pass@k vs mean with its verdict, saturation fits of reward, success
+and pass@K (and of each set-F1 level), entropy (trend, collapse, Cui et al.'s law) when
+the trainer logged it, and advantage replay.  :func:`analyze` works on a
+:class:`RunFrame`, so planted-truth tests need no store.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rolloutlab.analysis._data import RunFrame, load_run
+from rolloutlab.analysis._entropy import detect_collapse, entropy_trend, fit_entropy_law
+from rolloutlab.analysis._findings import Finding, rank_findings
+from rolloutlab.analysis._json import plain
+from rolloutlab.analysis._ledger import signal_ledger
+from rolloutlab.analysis._passk import PassKVerdict, passk_table, passk_verdict
+from rolloutlab.analysis._saturation import breakpoint_ci, saturation_verdict, two_segment_fit
+from rolloutlab.analysis._steps import step_table
+from rolloutlab.io import Store
+
+
+@dataclass
+class Analysis:
+    """Everything ``rolloutlab analyze`` reports for one run (``to_dict()`` for JSON)."""
+
+    run_id: str
+    split: str
+    success_rule: str
+    steps: pd.DataFrame
+    ledger: pd.DataFrame
+    passk: pd.DataFrame
+    verdict: PassKVerdict
+    saturation: dict[str, dict[str, Any]] = field(default_factory=dict)
+    entropy: dict[str, Any] | None = None
+    replay: Any = None
+    skipped: dict[str, str] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "run_id": self.run_id, "split": self.split, "success_rule": self.success_rule,
+            "findings": plain(self.findings), "steps": plain(self.steps), "ledger": plain(self.ledger),
+            "passk": plain(self.passk), "verdict": plain(self.verdict), "saturation": plain(self.saturation),
+            "entropy": plain(self.entropy), "skipped": dict(self.skipped),
+        }
+        if self.replay is not None:
+            out["replay"] = self.replay.to_dict()
+        return out
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """The per-step tables, for ``--csv DIR``."""
+        out = {"steps": self.steps, "ledger": self.ledger, "passk": self.passk}
+        if self.replay is not None:
+            r = self.replay
+            out.update({"replay_zero_fraction": r.zero_fraction, "replay_mean_abs": r.mean_abs,
+                        "replay_disagreement": r.disagreement})
+        return {k: v for k, v in out.items() if isinstance(v, pd.DataFrame) and not v.empty}
+
+
+def _saturation(name: str, steps: pd.Series, values: pd.Series, *, y_max: float | None,
+                split_at: float | None, ci: bool) -> dict[str, Any]:
+    x, y = np.asarray(steps, dtype=float), np.asarray(values, dtype=float)
+    fit = two_segment_fit(x, y, breakpoint=split_at)
+    out: dict[str, Any] = {"series": name, "fit": fit, "verdict": saturation_verdict(fit, y_max=y_max)}
+    if ci and fit.status == "ok" and split_at is None:
+        out["breakpoint_ci"] = breakpoint_ci(x, y, n_boot=200)
+    return out
+
+
+def analyze(frame: RunFrame, *, split_at: float | None = None, replay: bool = True,
+            breakpoint_intervals: bool = True) -> Analysis:
+    """All sections and the findings for one run (see the module docstring)."""
+    steps = step_table(frame)
+    skipped: dict[str, str] = {}
+    ledger = signal_ledger(frame)
+    pk = passk_table(frame)
+    if not frame.has_groups:
+        skipped["passk"] = "the run has no groups (no group ids, none inferred): pass@k needs several samples per task"
+        skipped["ledger"] = skipped["passk"]
+    verdict = passk_verdict(frame)
+    rewards01 = frame.traj["reward"].dropna()
+    reward_max = 1.0 if len(rewards01) and rewards01.min() >= 0 and rewards01.max() <= 1 else None
+    series: list[tuple[str, pd.Series, float | None]] = [
+        ("mean_reward", steps["mean_reward"], reward_max),
+        ("success_rate", steps["success_rate"], 1.0),
+    ]
+    if not pk.empty:
+        series.append((f"pass@{verdict.k}", pk.get(f"pass@{verdict.k}", pd.Series(dtype=float)), 1.0))
+    sat: dict[str, dict[str, Any]] = {}
+    if len(steps) < 2:
+        skipped["saturation"] = "one step: no slopes"
+    else:
+        for name, s, ymax in series:
+            s = s.dropna()
+            if len(s):
+                sat[name] = _saturation(name, s.index.to_series(), s, y_max=ymax, split_at=split_at,
+                                        ci=breakpoint_intervals and name == "mean_reward")
+    ent: dict[str, Any] | None = None
+    if "entropy" in steps.columns and steps["entropy"].notna().sum() >= 2:
+        e = steps["entropy"].dropna()
+        ent = {"metric": frame.metrics.columns.name or "entropy",
+               "trend": entropy_trend(e.index.to_numpy(float), e.to_numpy(float)),
+               "collapse": detect_collapse(e.index.to_numpy(float), e.to_numpy(float))}
+        both = steps[["entropy", "mean_reward"]].dropna()
+        ent["law"] = fit_entropy_law(both["entropy"].to_numpy(float), both["mean_reward"].to_numpy(float))
+    else:
+        skipped["entropy"] = "the trainer logged no entropy for this run"
+    rep = None
+    if replay:
+        from rolloutlab.analysis._replay import replay_advantages
+
+        rep = replay_advantages(frame)
+    a = Analysis(frame.run_id, frame.split, frame.success_rule, steps, ledger, pk, verdict, sat, ent, rep, skipped)
+    a.findings = rank_findings(a)
+    return a
+
+
+def analyze_run(store: Store, run: str, *, split: str | None = None, success_threshold: float | None = None,
+                **kw: Any) -> Analysis:
+    return analyze(load_run(store, run, split=split, success_threshold=success_threshold), **kw)

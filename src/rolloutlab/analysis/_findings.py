@@ -1,0 +1,147 @@
+"""Ranked plain-language findings, each with its evidence numbers and step range.
+
+Every rule below reads numbers the sections already computed; none computes anything
+new.  ``score`` orders them (most consequential first): a plateau or lost signal limits
+what more training can buy, ungraded rollouts distort every mean, entropy collapse
+explains both.  Thresholds are stated in each rule and in ``docs/analysis.md``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+if TYPE_CHECKING:
+    from rolloutlab.analysis._analyze import Analysis
+
+LOW_SIGNAL = 0.5
+"""A late window where at least this share of groups has zero reward variance."""
+UNGRADED_NOTABLE = 0.05
+"""An ungraded share worth a finding."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: str
+    score: float
+    text: str
+    steps: tuple[int, int] | None = None
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+
+def _late(df: pd.DataFrame, col: str, frac: float = 0.2) -> tuple[float, tuple[int, int]] | None:
+    if df.empty or col not in df.columns:
+        return None
+    s = df[col].dropna()
+    if s.empty:
+        return None
+    w = max(1, round(len(s) * frac))
+    tail = s.iloc[-w:]
+    return float(tail.mean()), (int(tail.index[0]), int(tail.index[-1]))
+
+
+def rank_findings(a: Analysis) -> list[Finding]:
+    out: list[Finding] = []
+    low_signal = _late(a.ledger, "frac_zero_variance")
+    signal_note = ""
+    if low_signal is not None and low_signal[0] >= LOW_SIGNAL:
+        signal_note = (f", while {100 * low_signal[0]:.0f}% of groups had zero reward variance — "
+                       "the pool stopped producing signal")
+
+    for name, sec in a.saturation.items():
+        fit, v = sec["fit"], sec["verdict"]
+        if fit.status != "ok":
+            continue
+        head = "" if v.headroom is None else f" with {max(v.headroom, 0.0):.2f} headroom left"
+        ev = {"breakpoint": fit.breakpoint, "early_slope": fit.early_slope, "late_slope": fit.late_slope,
+              "late_t": fit.late_t, "headroom": v.headroom, "delta_bic": fit.delta_bic}
+        if "breakpoint_ci" in sec:
+            ci = sec["breakpoint_ci"]
+            ev["breakpoint_ci"] = [ci.low, ci.high]
+        rng = (round(fit.breakpoint), int(fit.x_last))
+        if v.plateau:
+            extra = signal_note if name == "mean_reward" else ""
+            out.append(Finding("plateau", 90 if name == "mean_reward" else 60,
+                               f"{name} plateaued after step {fit.breakpoint:.0f} (late slope {fit.late_slope:+.4f}/step, "
+                               f"t = {fit.late_t:.1f}){head}{extra}", rng, ev))
+        elif name == "mean_reward" and not v.two_segments_better and fit.line_slope_se > 0 and fit.line_slope / fit.line_slope_se >= 2:
+            t_line = fit.line_slope / fit.line_slope_se
+            out.append(Finding("rising", 50, f"{name} rises steadily with no breakpoint (slope {fit.line_slope:+.4f}/step, "
+                                              f"t = {t_line:.1f}; one line fits as well as two): not saturated{head}",
+                               (int(fit.x_first), int(fit.x_last)), ev))
+        elif name == "mean_reward" and fit.late_t >= 2:
+            out.append(Finding("rising", 50, f"{name} is still rising at the end (late slope {fit.late_slope:+.4f}/step, "
+                                              f"t = {fit.late_t:.1f}): not saturated{head}", rng, ev))
+        elif name == "mean_reward" and fit.late_t <= -2:
+            out.append(Finding("declining", 85, f"{name} is declining after step {fit.breakpoint:.0f} "
+                                                f"(late slope {fit.late_slope:+.4f}/step, t = {fit.late_t:.1f})", rng, ev))
+
+    if low_signal is not None and low_signal[0] >= LOW_SIGNAL and not signal_note_used(out):
+        out.append(Finding("signal", 80, f"{100 * low_signal[0]:.0f}% of groups had zero reward variance in steps "
+                                         f"{low_signal[1][0]}–{low_signal[1][1]}: those groups give GRPO no gradient",
+                           low_signal[1], {"frac_zero_variance": low_signal[0]}))
+
+    v = a.verdict
+    if v.verdict in ("capability", "reliability", "regressed"):
+        score = {"reliability": 75, "capability": 70, "regressed": 88}[v.verdict]
+        out.append(Finding(v.verdict, score, v.explanation, (v.early_steps[0], v.late_steps[1]),
+                           {"k": v.k, "early_pass@k": v.early_passk, "late_pass@k": v.late_passk}))
+
+    st = a.steps
+    if "ungraded_rate" in st.columns and st["ungraded_rate"].max() >= UNGRADED_NOTABLE:
+        u = st["ungraded_rate"]
+        worst = int(u.idxmax())
+        over = u[u >= UNGRADED_NOTABLE]
+        total = float((st["trajectories"] - st["graded"]).sum() / st["trajectories"].sum())
+        gap = float((st["mean_reward"] - st["mean_reward_all"]).mean())
+        out.append(Finding("ungraded", 65 + 20 * min(1.0, total * 2),
+                           f"{100 * total:.1f}% of rollouts were ungraded (worst step {worst}: {100 * u.max():.0f}%); "
+                           f"graded-only reward is {gap:+.3f} above the all-rollouts reward (failures = 0) on average",
+                           (int(over.index[0]), int(over.index[-1])),
+                           {"ungraded_share": total, "worst_step": worst, "graded_minus_all": gap}))
+
+    if a.entropy is not None:
+        col, law, tr = a.entropy["collapse"], a.entropy["law"], a.entropy["trend"]
+        if col.collapsed:
+            out.append(Finding("entropy_collapse", 82,
+                               f"entropy collapsed below {col.frac:.0%} of its start ({col.initial:.3f}) at step {col.step:.0f}",
+                               (int(col.step), int(st.index[-1])), {"initial": col.initial, "threshold": col.threshold}))
+        elif np.isfinite(tr.relative_drop) and tr.relative_drop > 0.5:
+            out.append(Finding("entropy_drop", 55, f"entropy fell {100 * tr.relative_drop:.0f}% from {tr.first:.3f} to {tr.last:.3f}",
+                               (int(st.index[0]), int(st.index[-1])), {"first": tr.first, "last": tr.last}))
+        if law.status == "ok" and law.r2 >= 0.5:
+            now = float(st["mean_reward"].dropna().iloc[-1])
+            out.append(Finding("entropy_law", 45,
+                               f"reward follows R = −a·exp(H) + b (R² = {law.r2:.2f}); predicted ceiling at zero entropy "
+                               f"R* = b − a = {law.ceiling:.3f} ± {law.ceiling_se:.3f} (last step: {now:.3f})",
+                               None, {"a": law.a, "b": law.b, "ceiling": law.ceiling, "r2": law.r2}))
+
+    if a.replay is not None:
+        out.extend(_replay_findings(a.replay))
+    return sorted(out, key=lambda f: -f.score)
+
+
+SIGN_DISAGREEMENT = 0.1
+"""Share of samples on which an estimator's advantage sign differs from the reference's."""
+
+
+def _replay_findings(rep: Any) -> list[Finding]:
+    out: list[Finding] = []
+    if rep.reference is None or rep.disagreement.empty:
+        return out
+    d = rep.disagreement
+    for est, rows in d.groupby("estimator"):
+        sd = rows["sign_disagreement"].dropna()
+        if len(sd) and sd.mean() >= SIGN_DISAGREEMENT:
+            out.append(Finding("estimators_disagree", 40,
+                               f"{est} and {rep.reference} give opposite-sign or zero-vs-nonzero advantages on "
+                               f"{100 * sd.mean():.0f}% of samples (mean over steps): the choice of estimator matters here",
+                               (int(rows["step"].min()), int(rows["step"].max())), {"sign_disagreement": float(sd.mean())}))
+    return out
+
+
+def signal_note_used(found: list[Finding]) -> bool:
+    return any(f.kind == "plateau" and "zero reward variance" in f.text for f in found)

@@ -1,0 +1,104 @@
+"""The per-step table: what every step's rollouts looked like, and what the trainer logged.
+
+One row per step.  Rewards are reported two ways because ungraded is not zero:
+``mean_reward`` over graded trajectories only, and ``mean_reward_all`` over all rollouts
+with failures (ungraded) counted as 0.  ``success_rate`` is over graded trajectories;
+``success_rate_all`` counts ungraded as failures.  ``invalid_action_rate`` is invalid
+actions per turn where both are known.  ``term_<reason>`` is the share of trajectories
+ending that way.  Trainer scalars are read under canonical names (``TRAINER_SCALARS``)
+from whichever name the framework used.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from rolloutlab.analysis._data import RunFrame
+
+TRAINER_SCALARS: dict[str, tuple[str, ...]] = {
+    "entropy": (
+        "actor/entropy",
+        "entropy",
+        "policy/policy_entropy",
+        "policy/entropy",
+        "train/entropy",
+    ),
+    "kl": ("actor/ppo_kl", "actor/kl_loss", "kl", "loss/avg_kl", "train/kl", "actor/kl"),
+    "clipfrac": (
+        "actor/pg_clipfrac",
+        "clip_ratio/region_mean",
+        "clip_ratio",
+        "policy/clip_frac",
+        "actor/clipfrac",
+    ),
+    "grad_norm": ("actor/grad_norm", "grad_norm", "policy/grad_norm", "train/grad_norm"),
+    "lr": ("actor/lr", "learning_rate", "lr", "policy/lr", "optim/lr"),
+    "max_rounds": ("max_rounds", "rounds/max", "algorithm/max_rounds"),
+}
+"""Canonical trainer scalar → the names verl, verl-agent, SkyRL, TRL, AgentGym-RL log it under."""
+
+
+def trainer_scalars(metrics: pd.DataFrame) -> pd.DataFrame:
+    """The canonical scalars found in a wide step × name metrics table (first alias wins)."""
+    out = pd.DataFrame(index=metrics.index)
+    for canon, names in TRAINER_SCALARS.items():
+        for name in names:
+            if name in metrics.columns and metrics[name].notna().any():
+                out[canon] = metrics[name].astype(float)
+                out.attrs[canon] = name
+                break
+    return out
+
+
+def step_table(frame: RunFrame) -> pd.DataFrame:
+    """One row per step; see the module docstring for each column's definition."""
+    t = frame.traj
+    g = t.groupby("step", sort=True)
+    graded = t["graded"].to_numpy()
+    reward0 = np.where(graded, t["reward"].to_numpy(), 0.0)
+    succ = t["success"]
+    out = pd.DataFrame(
+        {
+            "trajectories": g.size(),
+            "graded": g["graded"].sum(),
+            "groups": g["group_id"].nunique(),
+        }
+    )
+    out["ungraded_rate"] = 1 - out["graded"] / out["trajectories"]
+    out["mean_reward"] = g["reward"].mean()
+    out["std_reward"] = g["reward"].std(ddof=1)
+    out["mean_reward_all"] = pd.Series(reward0, index=t.index).groupby(t["step"]).mean()
+    s = succ.astype("Float64")
+    out["success_rate"] = s.groupby(t["step"]).mean().astype(float)
+    out["success_rate_all"] = s.fillna(0.0).groupby(t["step"]).mean().astype(float)
+    for col, name in (
+        ("response_tokens", "mean_response_tokens"),
+        ("response_chars", "mean_response_chars"),
+        ("num_turns", "mean_turns"),
+        ("tool_calls", "mean_tool_calls"),
+    ):
+        out[name] = g[col].mean()
+    known = t["invalid_actions"].notna() & t["num_turns"].notna()
+    if known.any():
+        k = t[known]
+        kg = k.groupby("step")
+        out["invalid_action_rate"] = kg["invalid_actions"].sum() / kg["num_turns"].sum().replace(
+            0, np.nan
+        )
+    if t["termination"].notna().any():
+        shares = pd.crosstab(t["step"], t["termination"].fillna("unknown"), normalize="index")
+        for reason in shares.columns:
+            out[f"term_{reason}"] = shares[reason]
+    if len(frame.components):
+        comp = frame.components.pivot_table(
+            index="step", columns="name", values="value", aggfunc="mean"
+        )
+        for name in comp.columns:
+            out[f"component/{name}"] = comp[name]
+    if len(frame.metrics):
+        scal = trainer_scalars(frame.metrics)
+        for name in scal.columns:
+            out[name] = scal[name]
+    out.index.name = "step"
+    return out

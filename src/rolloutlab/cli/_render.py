@@ -1,0 +1,95 @@
+"""Rich rendering of an analysis: findings first, then the evidence tables."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+
+def _f(x: Any, d: int = 3) -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)) or x is pd.NA:
+        return "—"
+    if isinstance(x, float | np.floating):
+        return f"{x:.{d}f}"
+    return str(x)
+
+
+def _sample(df: pd.DataFrame, rows: int) -> pd.DataFrame:
+    if len(df) <= rows:
+        return df
+    idx = np.unique(np.linspace(0, len(df) - 1, rows).round().astype(int))
+    return df.iloc[idx]
+
+
+def _table(df: pd.DataFrame, cols: list[str], title: str, rows: int, digits: int = 3) -> Table:
+    cols = [c for c in cols if c in df.columns]
+    t = Table("step", *cols, title=title, title_justify="left")
+    for step, r in _sample(df, rows).iterrows():
+        t.add_row(str(step), *(_f(r[c], digits) for c in cols))
+    return t
+
+
+def render_analysis(a: Any, comparison: Any = None, *, rows: int = 12) -> None:
+    con = Console(highlight=False)
+    con.print(Text(f"{a.run_id} · split {a.split} · {len(a.steps)} steps · success = {a.success_rule}", style="bold"))
+    con.print(Text("Findings", style="bold underline"))
+    if not a.findings:
+        con.print("  (nothing notable: see the tables)")
+    for i, f in enumerate(a.findings, 1):
+        rng = f" [steps {f.steps[0]}–{f.steps[1]}]" if f.steps else ""
+        con.print(Text(f"{i:2d}. {f.text}{rng}"))
+    con.print()
+    con.print(_table(a.steps, ["trajectories", "mean_reward", "mean_reward_all", "ungraded_rate", "success_rate",
+                               "mean_response_tokens", "mean_response_chars", "mean_turns", "mean_tool_calls",
+                               "invalid_action_rate", "entropy", "kl", "max_rounds"], "Per step", rows))
+    if not a.ledger.empty:
+        con.print(_table(a.ledger, ["groups", "frac_all_correct", "frac_all_wrong", "frac_mixed", "frac_zero_variance",
+                                    "frac_singleton", "signal_groups"], "Group-signal ledger", rows, 2))
+    if not a.passk.empty:
+        ks = [c for c in a.passk.columns if c.startswith("pass@")]
+        pick = sorted({ks[0], ks[len(ks) // 2], ks[-1]}, key=lambda c: int(c[5:])) if ks else []
+        con.print(_table(a.passk, [*pick, f"pass^{pick[-1][5:]}" if pick else "", "groups"], "pass@k", rows))
+    v = a.verdict
+    con.print(Text(f"Verdict: {v.verdict} — {v.explanation}"))
+    if v.breakdown:
+        t = Table("solved at first sight", "tasks", "seen again", "first success", "last success", title="Tasks by first solve rate", title_justify="left")
+        for b in v.breakdown:
+            t.add_row(b["bucket"], str(b["tasks"]), str(b["seen_again"]), _f(b["first_success"]), _f(b["last_success"]))
+        con.print(t)
+    if a.saturation:
+        t = Table("series", "breakpoint", "early slope", "late slope (t)", "plateau", "headroom", title="Saturation (two-segment fit)", title_justify="left")
+        for name, sec in a.saturation.items():
+            fit, ver = sec["fit"], sec["verdict"]
+            if fit.status != "ok":
+                t.add_row(name, fit.note, "", "", "", "")
+                continue
+            bp = f"{fit.breakpoint:.0f}"
+            if "breakpoint_ci" in sec:
+                ci = sec["breakpoint_ci"]
+                bp += f" [{ci.low:.0f}, {ci.high:.0f}]"
+            t.add_row(name, bp, f"{fit.early_slope:+.4f} ± {fit.early_slope_se:.4f}",
+                      f"{fit.late_slope:+.4f} ({fit.late_t:.1f})", "yes" if ver.plateau else "no", _f(ver.headroom))
+        con.print(t)
+    if a.entropy is not None:
+        tr, law = a.entropy["trend"], a.entropy["law"]
+        line = f"Entropy: {tr.first:.3f} → {tr.last:.3f} (slope {tr.slope:+.5f}/step)"
+        if law.status == "ok":
+            line += f"; R = −{law.a:.3f}·exp(H) + {law.b:.3f}, R² {law.r2:.2f}, ceiling {law.ceiling:.3f}"
+        con.print(Text(line))
+    if a.replay is not None and not a.replay.summary.empty:
+        t = Table("estimator", "unit", "zero-advantage share", "mean |A|", title="Advantage replay (whole run)", title_justify="left")
+        for est, r in a.replay.summary.iterrows():
+            t.add_row(str(est), str(r["unit"]), _f(r["zero_fraction"]), _f(r["mean_abs"]))
+        con.print(t)
+        for est, why in a.replay.skipped.items():
+            con.print(Text(f"(replay {est}: {why})", style="dim"))
+    for section, why in a.skipped.items():
+        con.print(Text(f"({section}: {why})", style="dim"))
+    if comparison is not None:
+        con.print(comparison.rich_table())

@@ -1,0 +1,95 @@
+"""``rolloutlab analyze RUN [--vs RUN2 ...]``: findings first, then the tables behind them.
+
+RUN is a run in ``--store``, or a path to any supported artifacts (a verl dump folder, a
+rolloutlab run directory, an Inspect log…), ingested on the fly into a cache store
+(``$ROLLOUTLAB_CACHE``, else ``~/.cache/rolloutlab/store``) — incremental, so a second
+call on the same folder reads only what changed.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from rolloutlab.cli._app import JsonOpt, StoreOpt, app, err_console, store_path
+
+if TYPE_CHECKING:
+    from rolloutlab.io import Store
+
+
+def cache_store() -> Path:
+    env = os.environ.get("ROLLOUTLAB_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "rolloutlab" / "store"
+
+
+def resolve(run: str, store: Path | None) -> tuple[Store, str]:
+    """A (store, run id) for a run name in the store or a path to artifacts."""
+    from rolloutlab.io import RolloutlabError, ingest, open_store
+
+    p = Path(run)
+    st_path = store_path(store)
+    if (st_path / "_manifest.json").exists():
+        st = open_store(st_path)
+        try:
+            return st, st.resolve_run(run)
+        except RolloutlabError:
+            if not p.exists():
+                raise
+    if not p.exists():
+        raise RolloutlabError(f"{run!r} is neither a run in {st_path} nor a path to artifacts")
+    target = store if store is not None else cache_store()
+    with err_console.status(f"ingesting {p} into {target}"):
+        rep = ingest([p], target)
+    return open_store(target), rep.sources[0].run_id
+
+
+@app.command()
+def analyze(
+    run: Annotated[str, typer.Argument(help="Run id/name in the store, or a path to artifacts.")],
+    vs: Annotated[list[str] | None, typer.Option("--vs", help="Compare with these runs or paths (repeatable).")] = None,
+    store: StoreOpt = None,
+    split: Annotated[str | None, typer.Option("--split", help="train, val or eval (default: train if present).")] = None,
+    split_at: Annotated[float | None, typer.Option("--split-at", help="Fix the saturation breakpoint at this step.")] = None,
+    success_threshold: Annotated[float | None, typer.Option("--success-threshold", help="Success = reward >= this (default: the source's success, else reward == 1 for rewards in [0, 1], else reward > 0).")] = None,
+    csv: Annotated[Path | None, typer.Option("--csv", help="Also write every table as CSV into this folder.")] = None,
+    rows: Annotated[int, typer.Option("--rows", help="Steps shown per table (evenly spaced); --json and --csv hold all.")] = 12,
+    json_: JsonOpt = False,
+) -> None:
+    """Explain what a run learned: findings, per-step table, group signal, pass@k, saturation, entropy."""
+    import orjson
+
+    from rolloutlab.analysis import analyze_run
+    from rolloutlab.analysis._json import plain
+
+    st, rid = resolve(run, store)
+    a = analyze_run(st, rid, split=split, success_threshold=success_threshold, split_at=split_at)
+    comparison = None
+    if vs:
+        from rolloutlab.analysis import compare_runs, load_run
+
+        frames = [load_run(st, rid, split=a.split, success_threshold=success_threshold)]
+        names = [rid]
+        for other in vs:
+            ost, orid = resolve(other, store)
+            frames.append(load_run(ost, orid, split=split, success_threshold=success_threshold))
+            names.append(orid)
+        comparison = compare_runs(frames, names=names)
+    if csv is not None:
+        csv.mkdir(parents=True, exist_ok=True)
+        for name, df in a.tables().items():
+            df.to_csv(csv / f"{name}.csv")
+        if comparison is not None:
+            for name, df in comparison.tables().items():
+                df.to_csv(csv / f"compare_{name}.csv")
+    if json_:
+        out: dict[str, Any] = a.to_dict()
+        if comparison is not None:
+            out["comparison"] = plain(comparison.to_dict())
+        typer.echo(orjson.dumps(out, option=orjson.OPT_NON_STR_KEYS).decode())
+        return
+    from rolloutlab.cli._render import render_analysis
+
+    render_analysis(a, comparison, rows=rows)

@@ -1,0 +1,57 @@
+"""``rolloutlab analyze``: on a path (cache store), on a stored run, --json, --csv, samples."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rolloutlab.cli import main
+from rolloutlab.demo_data import write_demo
+from tests.conftest import SAMPLES
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ROLLOUTLAB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("ROLLOUTLAB_STORE", str(tmp_path / "no-store"))
+
+
+def test_analyze_a_path_prints_findings_first(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = write_demo(tmp_path / "src", steps=20)
+    assert main(["analyze", str(src)]) == 0
+    out = capsys.readouterr().out
+    assert out.index("Findings") < out.index("Per step") < out.index("Group-signal ledger")
+    assert "Verdict:" in out and "Saturation" in out and "Advantage replay" in out
+    assert (tmp_path / "cache" / "_manifest.json").exists()
+
+
+def test_analyze_json_holds_every_section(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = write_demo(tmp_path / "src", steps=20)
+    assert main(["analyze", str(src), "--json", "--split-at", "10"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert {"findings", "steps", "ledger", "passk", "verdict", "saturation", "entropy", "replay"} <= set(d)
+    assert len(d["steps"]) == 20 and d["saturation"]["mean_reward"]["fit"]["breakpoint"] == 10
+    assert d["entropy"]["law"]["status"] == "ok"
+    assert all(f["text"] for f in d["findings"])
+
+
+def test_analyze_csv(tmp_path: Path) -> None:
+    src = write_demo(tmp_path / "src", steps=12)
+    assert main(["analyze", str(src), "--csv", str(tmp_path / "csv"), "--json"]) == 0
+    names = {p.name for p in (tmp_path / "csv").iterdir()}
+    assert {"steps.csv", "ledger.csv", "passk.csv"} <= names
+
+
+@pytest.mark.parametrize("sample", ["inspect/popularity.json", "nemo_gym/blackjack.rollouts.jsonl", "nemo_gym/toolsandbox.rollouts.jsonl"])
+def test_analyze_imported_samples_degrade_gracefully(sample: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["analyze", str(SAMPLES / sample), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["skipped"]["saturation"] == "one step: no slopes"
+    assert d["verdict"]["verdict"] == "insufficient data"
+
+
+def test_analyze_unknown_run(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["analyze", "no-such-run"]) == 1
+    assert "neither a run" in capsys.readouterr().err
