@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -110,6 +111,7 @@ class PartSink:
         }
         self._schemas = {"trajectories": TRAJECTORIES, "turns": TURNS, "texts": TEXTS, "metrics": METRICS}
         self._writers: dict[str, pq.ParquetWriter] = {}
+        self._pending: list[Future[None]] = []
         self.files: dict[str, str] = {}
 
     # -- trajectories --------------------------------------------------------------
@@ -356,31 +358,50 @@ class PartSink:
 
     # -- output --------------------------------------------------------------------
     def flush(self) -> None:
+        """Convert the buffered rows to Arrow and hand them to the writer thread.
+
+        Parquet encoding and compression release the GIL, so they overlap with parsing
+        the next lines; the single writer thread keeps batches in order.
+        """
         for table, cols in self._cols.items():
             n = len(next(iter(cols.values())))
             if n == 0:
                 continue
             batch = pa.Table.from_pydict(cols, schema=self._schemas[table])
+            self._cols[table] = {k: [] for k in cols}
             w = self._writers.get(table)
             if w is None:
                 path = self.out_dir / table / f"{self.stem}.parquet"
                 path.parent.mkdir(parents=True, exist_ok=True)
-                # lz4 for text: half the cost of zstd at ingest (see benchmarks/bench_ingest.py),
-                # and numbers are small either way.
-                w = pq.ParquetWriter(path, self._schemas[table], compression="lz4")
+                # lz4: half the cost of zstd at ingest (benchmarks/bench_ingest.py); statistics
+                # only where queries filter (min/max of long texts cost time and help nothing).
+                w = pq.ParquetWriter(path, self._schemas[table], compression="lz4", write_statistics=_STATS[table])
                 self._writers[table] = w
                 self.files[table] = str(path.relative_to(self.out_dir))
-            w.write_table(batch)
-            for v in cols.values():
-                v.clear()
+            self._pending.append(_writer_pool().submit(w.write_table, batch))
+        self._check_pending()
+
+    def _check_pending(self, *, wait: bool = False) -> None:
+        keep = []
+        for f in self._pending:
+            if wait or f.done():
+                f.result()  # re-raises a write error here, in the reading thread
+            else:
+                keep.append(f)
+        self._pending = keep
 
     def close(self) -> None:
         self.flush()
+        self._check_pending(wait=True)
         for w in self._writers.values():
             w.close()
         self._writers.clear()
 
     def abort(self) -> None:
+        for f in self._pending:
+            with contextlib.suppress(Exception):
+                f.result()
+        self._pending = []
         for w in self._writers.values():
             with contextlib.suppress(OSError):
                 w.close()
@@ -388,3 +409,19 @@ class PartSink:
         for rel in self.files.values():
             (self.out_dir / rel).unlink(missing_ok=True)
         self.files.clear()
+
+
+_STATS: dict[str, bool | list[str]] = {
+    "trajectories": True,
+    "turns": True,
+    "metrics": True,
+    "texts": ["run_id", "split", "step", "traj_id", "turn_idx"],
+}
+_POOL: ThreadPoolExecutor | None = None
+
+
+def _writer_pool() -> ThreadPoolExecutor:
+    global _POOL
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rolloutlab-parquet")
+    return _POOL
