@@ -55,3 +55,16 @@ def test_analyze_imported_samples_degrade_gracefully(sample: str, capsys: pytest
 def test_analyze_unknown_run(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["analyze", "no-such-run"]) == 1
     assert "neither a run" in capsys.readouterr().err
+
+
+def test_analyze_vs_compares_arms(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = write_demo(tmp_path / "a", steps=15, seed=1)
+    b = write_demo(tmp_path / "b", steps=15, seed=2)
+    assert main(["analyze", str(a), "--vs", str(b), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    cmp = d["comparison"]
+    assert set(cmp) == {"compare", "windows", "overtake"}
+    assert len(cmp["overtake"]) == 1
+    assert main(["analyze", str(a), "--vs", str(b)]) == 0
+    out = capsys.readouterr().out
+    assert "Each arm" in out and "Windows" in out

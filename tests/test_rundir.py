@@ -94,3 +94,10 @@ def test_importer_docs_are_current() -> None:
 
     doc = Path(__file__).parents[1] / "docs" / "importers.md"
     assert doc.read_text() == importers_markdown(), "docs/importers.md is stale: run `python -m rolloutlab.io.importers._docs`"
+
+
+def test_analysis_docs_are_current() -> None:
+    from rolloutlab.analysis._docs import analysis_markdown
+
+    doc = Path(__file__).parents[1] / "docs" / "analysis.md"
+    assert doc.read_text() == analysis_markdown(), "docs/analysis.md is stale: run `python -m rolloutlab.analysis._docs`"

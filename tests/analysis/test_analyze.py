@@ -159,3 +159,32 @@ def test_ungraded_finding_and_json(tmp_path: Any) -> None:
     graded_n = f.traj[f.traj["graded"]].groupby("group_id").size()
     assert d["verdict"]["k"] == int(graded_n.mode().iloc[0]) < 8
     assert isinstance(pd.DataFrame(d["ledger"]), pd.DataFrame)
+
+
+def test_set_levels_from_a_stored_run(tmp_path: Any) -> None:
+    """Localisation-style run: file-level F1 rises only because more items are named."""
+    import rolloutlab
+    from rolloutlab.analysis import analyze_run
+    from rolloutlab.io import RunWriter
+    from rolloutlab.schema import Run, Trajectory
+
+    rng = np.random.default_rng(0)
+    gold = [f"f{i}" for i in range(4)]
+    with RunWriter(tmp_path / "loc", Run(run_id="loc", name="loc")) as w:
+        for step in range(1, 13):
+            k = 1 if step <= 6 else 4  # items named
+            trajs = []
+            for i in range(16):
+                # precision stays 0.5: half the named files are right
+                named = list(rng.choice(gold, size=k, replace=False))[: max(1, k // 2)] + [f"x{j}" for j in range(k - max(1, k // 2))]
+                trajs.append(Trajectory(traj_id=f"{step}-{i}", step=step, group_id=f"{step}:{i // 4}", task_id=f"t{i // 4}",
+                                        reward=0.0, extras={"predicted": {"file": named}, "gold": {"file": gold}}))
+            w.write_step(step, trajs)
+    rolloutlab.ingest([tmp_path / "loc"], tmp_path / "s")
+    a = analyze_run(rolloutlab.open_store(tmp_path / "s"), "loc", replay=False)
+    assert a.sets is not None and set(a.sets.table["level"]) == {"file"}
+    late = a.sets.table[a.sets.table["step"] == 12].iloc[0]
+    assert late["mean_predicted"] == 4 and late["micro_precision"] == pytest.approx(0.5)
+    assert "f1/file" in a.saturation
+    f = next(x for x in a.findings if x.kind == "set_cardinality")
+    assert "how many items" in f.text

@@ -13,6 +13,18 @@
 
 from rolloutlab.analysis._analyze import Analysis, analyze, analyze_run
 from rolloutlab.analysis._bootstrap import BootstrapCI, bootstrap_ci, diff_ci, paired_diff_ci
+from rolloutlab.analysis._compare import (
+    METRICS,
+    Comparison,
+    Metric,
+    Overtake,
+    Transfer,
+    WindowTable,
+    compare_runs,
+    overtake_step,
+    transfer_table,
+    window_table,
+)
 from rolloutlab.analysis._data import RunFrame, derive_success, frame_from_records, load_run
 from rolloutlab.analysis._entropy import (
     EntropyCollapse,
@@ -40,28 +52,47 @@ from rolloutlab.analysis._saturation import (
     saturation_verdict,
     two_segment_fit,
 )
+from rolloutlab.analysis._sets import (
+    SET_COLUMNS,
+    CardinalityCheck,
+    SetScores,
+    cardinality_explains,
+    set_scores,
+    sets_from_extras,
+)
 from rolloutlab.analysis._steps import TRAINER_SCALARS, step_table, trainer_scalars
 
 __all__ = [
+    "METRICS",
     "REPLAY_ESTIMATORS",
+    "SET_COLUMNS",
     "TRAINER_SCALARS",
     "Analysis",
     "BootstrapCI",
     "BreakpointCI",
+    "CardinalityCheck",
+    "Comparison",
     "EntropyCollapse",
     "EntropyLawFit",
     "EntropyTrend",
     "Finding",
     "FitStatus",
+    "Metric",
+    "Overtake",
     "PassKVerdict",
     "Replay",
     "RunFrame",
     "SaturationVerdict",
+    "SetScores",
+    "Transfer",
     "TwoSegmentFit",
+    "WindowTable",
     "analyze",
     "analyze_run",
     "bootstrap_ci",
     "breakpoint_ci",
+    "cardinality_explains",
+    "compare_runs",
     "derive_success",
     "detect_collapse",
     "diff_ci",
@@ -70,14 +101,19 @@ __all__ = [
     "frame_from_records",
     "group_table",
     "load_run",
+    "overtake_step",
     "paired_diff_ci",
     "passk_table",
     "passk_verdict",
     "replay_advantages",
     "saturation_verdict",
+    "set_scores",
+    "sets_from_extras",
     "signal_ledger",
     "solve_rate_breakdown",
     "step_table",
     "trainer_scalars",
+    "transfer_table",
     "two_segment_fit",
+    "window_table",
 ]

@@ -22,6 +22,7 @@ from rolloutlab.analysis._json import plain
 from rolloutlab.analysis._ledger import signal_ledger
 from rolloutlab.analysis._passk import PassKVerdict, passk_table, passk_verdict
 from rolloutlab.analysis._saturation import breakpoint_ci, saturation_verdict, two_segment_fit
+from rolloutlab.analysis._sets import cardinality_explains, set_scores
 from rolloutlab.analysis._steps import step_table
 from rolloutlab.io import Store
 
@@ -40,6 +41,8 @@ class Analysis:
     saturation: dict[str, dict[str, Any]] = field(default_factory=dict)
     entropy: dict[str, Any] | None = None
     replay: Any = None
+    sets: Any = None
+    cardinality: Any = None
     skipped: dict[str, str] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
 
@@ -52,11 +55,16 @@ class Analysis:
         }
         if self.replay is not None:
             out["replay"] = self.replay.to_dict()
+        if self.sets is not None:
+            out["sets"] = self.sets.to_dict()
+            out["cardinality"] = self.cardinality.to_dict()
         return out
 
     def tables(self) -> dict[str, pd.DataFrame]:
         """The per-step tables, for ``--csv DIR``."""
         out = {"steps": self.steps, "ledger": self.ledger, "passk": self.passk}
+        if self.sets is not None:
+            out["sets"] = self.sets.table
         if self.replay is not None:
             r = self.replay
             out.update({"replay_zero_fraction": r.zero_fraction, "replay_mean_abs": r.mean_abs,
@@ -102,6 +110,19 @@ def analyze(frame: RunFrame, *, split_at: float | None = None, replay: bool = Tr
             if len(s):
                 sat[name] = _saturation(name, s.index.to_series(), s, y_max=ymax, split_at=split_at,
                                         ci=breakpoint_intervals and name == "mean_reward")
+    sets = cardinality = None
+    sets_df = frame.sets()
+    if len(sets_df):
+        sets = set_scores(sets_df)
+        cardinality = cardinality_explains(sets_df)
+        if len(steps) >= 2:
+            for level, tab in sets.table.groupby("level"):
+                f1 = tab.set_index("step")["micro_f1"].dropna()
+                if len(f1):
+                    sat[f"f1/{level}"] = _saturation(f"f1/{level}", f1.index.to_series(), f1, y_max=1.0,
+                                                     split_at=split_at, ci=False)
+    else:
+        skipped["sets"] = "no predicted/gold sets in the trajectories' extras"
     ent: dict[str, Any] | None = None
     if "entropy" in steps.columns and steps["entropy"].notna().sum() >= 2:
         e = steps["entropy"].dropna()
@@ -117,7 +138,8 @@ def analyze(frame: RunFrame, *, split_at: float | None = None, replay: bool = Tr
         from rolloutlab.analysis._replay import replay_advantages
 
         rep = replay_advantages(frame)
-    a = Analysis(frame.run_id, frame.split, frame.success_rule, steps, ledger, pk, verdict, sat, ent, rep, skipped)
+    a = Analysis(frame.run_id, frame.split, frame.success_rule, steps, ledger, pk, verdict, sat, ent, rep, sets,
+                 cardinality, skipped)
     a.findings = rank_findings(a)
     return a
 

@@ -55,6 +55,7 @@ class RunFrame:
     store: Store | None = None
     success_rule: str = "given"
     _turns: pd.DataFrame | None = None
+    _sets: pd.DataFrame | None = None
 
     @property
     def steps(self) -> np.ndarray:
@@ -63,6 +64,25 @@ class RunFrame:
     @property
     def has_groups(self) -> bool:
         return bool(self.traj["group_id"].notna().any())
+
+    def sets(self) -> pd.DataFrame:
+        """Predicted and gold sets per level (``extras["predicted"/"gold"]`` or
+        ``extras["sets"]``, see :mod:`rolloutlab.analysis._sets`); empty when none."""
+        from rolloutlab.analysis._sets import SET_COLUMNS, sets_from_extras
+
+        if self._sets is None:
+            if self.store is None:
+                self._sets = pd.DataFrame(columns=list(SET_COLUMNS))
+            else:
+                import orjson
+
+                rows = self.store.sql(
+                    "SELECT traj_id, step, extras FROM texts WHERE run_id = ? AND split = ? AND turn_idx = -1 "
+                    "AND (extras LIKE '%\"gold\"%' OR extras LIKE '%\"sets\"%')", params=[self.run_id, self.split]).fetchall()
+                extras = {t: orjson.loads(e) for t, _, e in rows}
+                self._sets = (sets_from_extras(extras, {t: s for t, s, _ in rows}) if rows
+                              else pd.DataFrame(columns=list(SET_COLUMNS)))
+        return self._sets
 
     def turns(self) -> pd.DataFrame:
         """Turn rows (numbers only: reward, action_valid, anchor_hash…), read on first use."""

@@ -119,6 +119,19 @@ def rank_findings(a: Analysis) -> list[Finding]:
                                f"R* = b − a = {law.ceiling:.3f} ± {law.ceiling_se:.3f} (last step: {now:.3f})",
                                None, {"a": law.a, "b": law.b, "ceiling": law.ceiling, "r2": law.r2}))
 
+    if a.cardinality is not None:
+        for r in a.cardinality.summary.to_dict(orient="records"):
+            if r["verdict"] == "cardinality":
+                out.append(Finding("set_cardinality", 72,
+                                   f"{r['level']}-level F1 rose {r['early_f1']:.3f} → {r['late_f1']:.3f}, but naming "
+                                   f"{r['late_predicted']:.1f} items instead of {r['early_predicted']:.1f} at the early precision "
+                                   f"explains {100 * r['cardinality_share']:.0f}% of it: learning how many items to name, "
+                                   "not which", (int(r["early_first"]), int(r["late_last"])), r))
+            elif r["verdict"] == "precision":
+                out.append(Finding("set_precision", 50,
+                                   f"{r['level']}-level F1 rose {r['early_f1']:.3f} → {r['late_f1']:.3f} mostly through precision "
+                                   f"({r['early_precision']:.2f} → {r['late_precision']:.2f}): real skill, not item count",
+                                   (int(r["early_first"]), int(r["late_last"])), r))
     if a.replay is not None:
         out.extend(_replay_findings(a.replay))
     return sorted(out, key=lambda f: -f.score)

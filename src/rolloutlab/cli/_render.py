@@ -87,9 +87,22 @@ def render_analysis(a: Any, comparison: Any = None, *, rows: int = 12) -> None:
         for est, r in a.replay.summary.iterrows():
             t.add_row(str(est), str(r["unit"]), _f(r["zero_fraction"]), _f(r["mean_abs"]))
         con.print(t)
+        by_reason: dict[str, list[str]] = {}
         for est, why in a.replay.skipped.items():
-            con.print(Text(f"(replay {est}: {why})", style="dim"))
+            by_reason.setdefault(why, []).append(est)
+        for why, ests in by_reason.items():
+            con.print(Text(f"(replay skipped {', '.join(ests)}: {why})", style="dim"))
     for section, why in a.skipped.items():
         con.print(Text(f"({section}: {why})", style="dim"))
     if comparison is not None:
-        con.print(comparison.rich_table())
+        con.print(comparison["compare"].rich_table())
+        w = comparison["windows"].table
+        t = Table(*[str(c) for c in w.columns], title="Windows", title_justify="left")
+        for r in w.itertuples(index=False):
+            t.add_row(*(_f(x) for x in r))
+        con.print(t)
+        for arm, o in comparison["overtake"].items():
+            if o.step is not None:
+                con.print(Text(f"{arm} overtakes the baseline at step {o.step} (p = {o.p_value:.3f})"))
+            else:
+                con.print(Text(f"{arm}: no overtaking — {o.reason}"))

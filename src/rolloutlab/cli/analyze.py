@@ -66,9 +66,9 @@ def analyze(
 
     st, rid = resolve(run, store)
     a = analyze_run(st, rid, split=split, success_threshold=success_threshold, split_at=split_at)
-    comparison = None
+    comparison: dict[str, Any] | None = None
     if vs:
-        from rolloutlab.analysis import compare_runs, load_run
+        from rolloutlab.analysis import compare_runs, load_run, overtake_step, window_table
 
         frames = [load_run(st, rid, split=a.split, success_threshold=success_threshold)]
         names = [rid]
@@ -76,18 +76,25 @@ def analyze(
             ost, orid = resolve(other, store)
             frames.append(load_run(ost, orid, split=split, success_threshold=success_threshold))
             names.append(orid)
-        comparison = compare_runs(frames, names=names)
+        n_first = max(1, min(20, len(a.steps) // 5))
+        comparison = {
+            "compare": compare_runs(frames, names=names),
+            "windows": window_table(frames, names=names, first_n=n_first),
+            "overtake": {n: overtake_step(frames[0], f) for n, f in zip(names[1:], frames[1:], strict=True)},
+        }
     if csv is not None:
         csv.mkdir(parents=True, exist_ok=True)
         for name, df in a.tables().items():
             df.to_csv(csv / f"{name}.csv")
         if comparison is not None:
-            for name, df in comparison.tables().items():
+            for name, df in comparison["compare"].tables().items():
                 df.to_csv(csv / f"compare_{name}.csv")
+            comparison["windows"].table.to_csv(csv / "compare_windows.csv")
     if json_:
         out: dict[str, Any] = a.to_dict()
         if comparison is not None:
-            out["comparison"] = plain(comparison.to_dict())
+            out["comparison"] = {"compare": comparison["compare"].to_dict(), "windows": comparison["windows"].to_dict(),
+                                 "overtake": {k: plain(v.to_dict()) for k, v in comparison["overtake"].items()}}
         typer.echo(orjson.dumps(out, option=orjson.OPT_NON_STR_KEYS).decode())
         return
     from rolloutlab.cli._render import render_analysis

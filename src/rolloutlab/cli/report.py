@@ -1,0 +1,66 @@
+"""``rolloutlab report RUN [RUN ...] -o report.html [--png DIR]``: one self-contained page.
+
+Each RUN is a run in ``--store`` or a path to any supported artifacts, ingested on the fly
+into the cache store exactly as for ``analyze``.  The page holds the findings, the metric
+grid (several runs overlaid), pass@k vs k at the first and last step, a comparison table
+with confidence intervals when there are several runs, and sampled trajectories per step;
+it works offline (JavaScript inlined, no request of any kind).  ``--png DIR`` also writes
+each figure as a PNG (matplotlib).  Needs the ``report`` extra.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from rolloutlab.cli._app import JsonOpt, StoreOpt, app, err_console
+
+
+@app.command()
+def report(
+    runs: Annotated[list[str], typer.Argument(help="Run ids/names in the store, or paths to artifacts (first = baseline).")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="The HTML file to write.")] = Path("report.html"),
+    png: Annotated[Path | None, typer.Option("--png", help="Also write every figure as a PNG into this folder.")] = None,
+    store: StoreOpt = None,
+    split: Annotated[str | None, typer.Option("--split", help="train, val or eval (default: train if present).")] = None,
+    split_at: Annotated[float | None, typer.Option("--split-at", help="Fix the saturation breakpoint at this step.")] = None,
+    success_threshold: Annotated[float | None, typer.Option("--success-threshold", help="Success = reward >= this (default: the source's success, else reward == 1 for rewards in [0, 1], else reward > 0).")] = None,
+    groups_per_step: Annotated[int, typer.Option("--groups-per-step", help="Groups sampled per step (best, median and worst of each are shown).")] = 3,
+    max_chars: Annotated[int, typer.Option("--max-chars", help="Cut every shown text at this many characters.")] = 2000,
+    max_turns: Annotated[int, typer.Option("--max-turns", help="Turns shown per trajectory (first and last halves).")] = 12,
+    title: Annotated[str | None, typer.Option("--title", help="Page title (default: the run names).")] = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Write a self-contained HTML report (findings, metric grid, comparison, trajectories)."""
+    import orjson
+
+    from rolloutlab.cli.analyze import resolve
+    from rolloutlab.io import RolloutlabError
+    from rolloutlab.report import ReportConfig, build_report, load_report_run, write_report
+    from rolloutlab.report._deps import require
+
+    require("plotly", "jinja2", *(("matplotlib",) if png is not None else ()))
+    try:
+        config = ReportConfig(split=split, success_threshold=success_threshold, split_at=split_at,
+                              groups_per_step=groups_per_step, max_chars=max_chars, max_turns=max_turns, title=title)
+    except ValueError as e:
+        raise RolloutlabError(str(e)) from None
+    loaded = []
+    for run in runs:
+        st, rid = resolve(run, store)
+        with err_console.status(f"analysing {rid}"):
+            loaded.append(load_report_run(st, rid, config))
+    with err_console.status("rendering the report"):
+        rep = build_report(loaded, config)
+        pngs = write_report(rep, output, png_dir=png)
+    size = output.stat().st_size
+    if json_:
+        typer.echo(orjson.dumps({"output": str(output), "bytes": size, "figures": [n for n, _ in rep.figures],
+                                 "missing": rep.missing, "pngs": [str(p) for p in pngs],
+                                 "comparison_note": rep.comparison_note or None}).decode())
+        return
+    err_console.print(f"wrote {output} ({size / 1e6:.1f} MB, {len(rep.figures)} figures"
+                      + (f", {len(pngs)} PNGs in {png}" if png is not None else "") + ")",
+                      highlight=False, markup=False)
