@@ -37,6 +37,7 @@ import numpy.typing as npt
 
 from ._advantages import (
     FloatArray,
+    IntArray,
     _as_1d_float,
     _check_nested,
     _combine_codes,
@@ -49,6 +50,7 @@ __all__ = [
     "center_mean",
     "center_mean_std",
     "estimator_disagreement",
+    "estimator_disagreement_by_group",
     "per_turn_norm",
     "process_advantages",
     "std_sum",
@@ -244,3 +246,72 @@ def estimator_disagreement(
         "mean_abs_diff": float(diff.mean()),
         "max_abs_diff": float(diff.max()),
     }
+
+
+def _grouped_average_ranks(x: FloatArray, g: IntArray) -> FloatArray:
+    """1-based average ranks of ``x`` within each group ``g`` (ties share their mean rank)."""
+    order = np.lexsort((x, g))
+    gs, xs = g[order], x[order]
+    n = x.shape[0]
+    new_group = np.r_[True, gs[1:] != gs[:-1]]
+    group_start = np.maximum.accumulate(np.where(new_group, np.arange(n), 0))
+    pos = np.arange(n) - group_start + 1.0  # rank within the group, before ties
+    new_run = new_group | np.r_[True, xs[1:] != xs[:-1]]
+    run = np.cumsum(new_run) - 1
+    avg = np.bincount(run, weights=pos) / np.bincount(run)
+    ranks = np.empty(n, dtype=np.float64)
+    ranks[order] = avg[run]
+    return ranks
+
+
+def _grouped_pearson(x: FloatArray, y: FloatArray, g: IntArray, n_groups: int) -> FloatArray:
+    cnt = np.bincount(g, minlength=n_groups).astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        dx = x - (np.bincount(g, weights=x, minlength=n_groups) / cnt)[g]
+        dy = y - (np.bincount(g, weights=y, minlength=n_groups) / cnt)[g]
+        sx = np.zeros(n_groups)
+        sy = np.zeros(n_groups)
+        np.maximum.at(sx, g, np.abs(dx))
+        np.maximum.at(sy, g, np.abs(dy))
+        ok = (sx > 0) & (sy > 0)
+        dx = dx / np.where(ok, sx, 1.0)[g]  # rescaled as in _pearson, so tiny spreads do not underflow
+        dy = dy / np.where(ok, sy, 1.0)[g]
+        num = np.bincount(g, weights=dx * dy, minlength=n_groups)
+        den = np.sqrt(np.bincount(g, weights=dx * dx, minlength=n_groups) * np.bincount(g, weights=dy * dy, minlength=n_groups))
+        r = np.clip(num / den, -1.0, 1.0)
+    return np.where(ok & (cnt >= 2), r, np.nan)
+
+
+def estimator_disagreement_by_group(
+    a: npt.ArrayLike, b: npt.ArrayLike, groups: npt.ArrayLike, n_groups: int, *, tol: float = 1e-9
+) -> dict[str, FloatArray]:
+    """:func:`estimator_disagreement` for every group at once (e.g. per step).
+
+    ``groups``: ``(N,)`` ints in ``[0, n_groups)``.  Returns one ``(n_groups,)`` array per
+    key of :func:`estimator_disagreement`, with the same definitions and edge cases (a
+    group with no complete pair has ``n = 0`` and NaN elsewhere).
+    """
+    x = np.asarray(a, dtype=np.float64).ravel()
+    y = np.asarray(b, dtype=np.float64).ravel()
+    g = np.asarray(groups, dtype=np.int64).ravel()
+    if not (x.shape == y.shape == g.shape):
+        raise ValueError(f"a, b and groups must have the same size, got {x.shape}, {y.shape}, {g.shape}")
+    keep = ~(np.isnan(x) | np.isnan(y))
+    x, y, g = x[keep], y[keep], g[keep]
+    cnt = np.bincount(g, minlength=n_groups).astype(np.float64)
+    sx = np.where(np.abs(x) <= tol, 0, np.sign(x))
+    sy = np.where(np.abs(y) <= tol, 0, np.sign(y))
+    diff = np.abs(x - y)
+    mx = np.full(n_groups, -np.inf)
+    np.maximum.at(mx, g, diff)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = {
+            "n": cnt,
+            "sign_disagreement": np.bincount(g, weights=(sx != sy).astype(np.float64), minlength=n_groups) / cnt,
+            "opposite_sign": np.bincount(g, weights=(sx * sy < 0).astype(np.float64), minlength=n_groups) / cnt,
+            "pearson": _grouped_pearson(x, y, g, n_groups),
+            "spearman": _grouped_pearson(_grouped_average_ranks(x, g), _grouped_average_ranks(y, g), g, n_groups),
+            "mean_abs_diff": np.bincount(g, weights=diff, minlength=n_groups) / cnt,
+            "max_abs_diff": np.where(cnt > 0, mx, np.nan),
+        }
+    return out

@@ -85,7 +85,7 @@ def _ci(late: np.ndarray, early: np.ndarray, seed: int) -> BootstrapCI | None:
     late, early = late[np.isfinite(late)], early[np.isfinite(early)]
     if len(late) < 2 or len(early) < 2:
         return None
-    return diff_ci(late, early, n_boot=2000, seed=seed)
+    return diff_ci(late, early, n_boot=1000, seed=seed)
 
 
 def _sig(ci: BootstrapCI | None) -> int:

@@ -67,6 +67,7 @@ import pandas as pd
 from rolloutlab.algos import (
     dr_grpo_advantages,
     estimator_disagreement,
+    estimator_disagreement_by_group,
     gigpo_advantages,
     grpo_advantages,
     process_advantages,
@@ -308,11 +309,8 @@ def _per_step_stats(a: FloatArray, s: IntArray, n_steps: int) -> tuple[FloatArra
 
 
 def _per_step_disagreement(x: FloatArray, y: FloatArray, s: IntArray, n_steps: int) -> list[dict[str, float]]:
-    keep = ~(np.isnan(x) | np.isnan(y))
-    order = np.argsort(s[keep], kind="stable")
-    xs, ys = x[keep][order], y[keep][order]
-    bounds = np.searchsorted(s[keep][order], np.arange(n_steps + 1))
-    return [estimator_disagreement(xs[lo:hi], ys[lo:hi]) for lo, hi in itertools.pairwise(bounds)]
+    cols = estimator_disagreement_by_group(x, y, s, n_steps)
+    return [{k: float(v[i]) for k, v in cols.items()} for i in range(n_steps)]
 
 
 # ---------------------------------------------------------------------------- entry point
