@@ -151,6 +151,32 @@ def _bad_line(
     on_bad_line(err)
 
 
+def first_record(path: Path, *, max_lines: int = 5) -> dict[str, Any] | None:
+    """The first JSON object among the first ``max_lines`` non-blank lines, for detection.
+
+    Unparseable lines are passed over, so that a corrupt first line is reported by the
+    reader with its line number instead of turning into "unknown format"; None when
+    nothing parses or the first value is not an object.
+    """
+    seen = 0
+    try:
+        with open_binary(path) as f:
+            for raw in f:
+                if not raw.strip():
+                    continue
+                seen += 1
+                try:
+                    obj = orjson.loads(raw)
+                except orjson.JSONDecodeError:
+                    if seen >= max_lines:
+                        return None
+                    continue
+                return obj if isinstance(obj, dict) else None
+    except (OSError, EOFError, ValueError):
+        return None
+    return None
+
+
 def fingerprint(path: Path) -> str:
     """Cheap identity of a file's content: size, mtime and a hash of its head and tail.
 

@@ -62,7 +62,7 @@ from typing import Any
 import orjson
 
 from rolloutlab.io._errors import RecordError
-from rolloutlab.io._files import logical_name, open_binary
+from rolloutlab.io._files import first_record, logical_name
 from rolloutlab.io._sink import PartSink
 from rolloutlab.io.importers._agentlog import Msg, args_text, chat_turns, finite
 from rolloutlab.io.importers._base import (
@@ -81,20 +81,7 @@ _ENV_ROLES = {"user", "system", "developer"}
 
 
 def _first_record(path: Path) -> dict[str, Any] | None:
-    """The first line's object (a rollout line can be megabytes: read it whole)."""
-    try:
-        chunks: list[bytes] = []
-        with open_binary(path) as f:
-            while len(chunks) < 1024 and not (chunks and b"\n" in chunks[-1]):
-                chunk = f.read(1 << 16)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-        rec = orjson.loads(b"".join(chunks).split(b"\n", 1)[0])
-    except (OSError, EOFError, ValueError):
-        return None
-    return rec if isinstance(rec, dict) else None
-
+    return first_record(path, max_lines=1)
 
 def _is_rollouts(path: Path) -> bool:
     if not (path.is_file() and logical_name(path).endswith(".jsonl")):

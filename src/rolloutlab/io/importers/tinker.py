@@ -45,7 +45,7 @@ from typing import Any
 import orjson
 
 from rolloutlab.io._errors import InputError, RecordError
-from rolloutlab.io._files import logical_name, open_binary
+from rolloutlab.io._files import first_record, logical_name
 from rolloutlab.io._sink import PartSink, TurnData
 from rolloutlab.io.importers._base import (
     Importer,
@@ -75,15 +75,7 @@ _KNOWN_SCHEMA = 1
 
 
 def _first_record(path: Path) -> Any:
-    try:
-        with open_binary(path) as f:
-            for raw in f:
-                if raw.strip():
-                    return orjson.loads(raw)
-    except (OSError, EOFError, orjson.JSONDecodeError):
-        return None
-    return None
-
+    return first_record(path, max_lines=1)
 
 def _summary_files(d: Path) -> list[Path]:
     return sorted(p for p in d.iterdir() if p.is_file() and _SUMMARIES.match(logical_name(p)))

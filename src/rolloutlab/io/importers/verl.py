@@ -39,7 +39,7 @@ from typing import Any
 import orjson
 
 from rolloutlab.io._errors import InputError, RecordError
-from rolloutlab.io._files import logical_name, open_binary, read_bytes
+from rolloutlab.io._files import first_record, logical_name, open_binary, read_bytes
 from rolloutlab.io._sink import PartSink, TurnData
 from rolloutlab.io.importers._base import (
     Importer,
@@ -67,25 +67,7 @@ def _step_files(src: Path) -> list[tuple[int, Path]]:
 
 
 def _first_record(path: Path) -> dict[str, Any] | None:
-    import orjson
-
-    # The first parseable line among the first few: a corrupt first line is reported by
-    # the reader with its line number, not turned into "unknown format".
-    try:
-        with open_binary(path) as f:
-            for i, raw in enumerate(f):
-                if i >= 5:
-                    break
-                if raw.strip():
-                    try:
-                        obj = orjson.loads(raw)
-                    except orjson.JSONDecodeError:
-                        continue
-                    return obj if isinstance(obj, dict) else None
-    except (OSError, EOFError, ValueError):
-        return None
-    return None
-
+    return first_record(path)
 
 def _is_metrics_file(path: Path) -> bool:
     rec = _first_record(path)
