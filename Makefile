@@ -22,6 +22,7 @@ demo: $(STAMP)
 	$(BIN)/rolloutlab runs --store $(DEMO)/store
 	$(BIN)/rolloutlab show verl-demo --store $(DEMO)/store
 	$(BIN)/rolloutlab sql "SELECT step, count(DISTINCT group_id) AS groups, avg(reward) AS reward FROM trajectories WHERE run_id = 'verl-demo' GROUP BY step ORDER BY step LIMIT 5" --store $(DEMO)/store
+	$(BIN)/rolloutlab analyze verl-demo --store $(DEMO)/store
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
