@@ -40,6 +40,7 @@ def test_write_then_ingest_round_trip(tmp_path: Path) -> None:
     rolloutlab.ingest([tmp_path / "demo"], tmp_path / "s")
     st = rolloutlab.open_store(tmp_path / "s")
     assert st.runs().to_pylist()[0]["algorithm"] == "grpo"
+    assert dict(st.runs().to_pylist()[0]["labels"]) == {"arm": "a"}  # run.json labels are the run's labels
     rows = st.sql("SELECT split, step, count(*), count(reward), sum(CASE WHEN graded THEN 0 ELSE 1 END) FROM trajectories GROUP BY ALL ORDER BY ALL").fetchall()
     assert rows == [("eval", 2, 1, 1, 0), ("train", 1, 4, 4, 0), ("train", 2, 2, 1, 1)]
     t = st.sql("SELECT num_turns, tool_calls, invalid_actions, response_tokens FROM trajectories WHERE traj_id = 's1-0'").fetchall()[0]

@@ -36,3 +36,9 @@ def test_hand_case() -> None:
     assert out["sign_disagreement"].tolist() == [0.5, 0.5]
     assert out["opposite_sign"].tolist() == [0.5, 0.0]
     assert out["max_abs_diff"].tolist() == [2.0, 0.5]
+
+
+def test_no_complete_pair() -> None:
+    out = estimator_disagreement_by_group([np.nan, 1.0], [1.0, np.nan], [0, 1], 2)
+    assert out["n"].tolist() == [0.0, 0.0]
+    assert np.isnan(out["spearman"]).all() and np.isnan(out["sign_disagreement"]).all()

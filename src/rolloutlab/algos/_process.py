@@ -250,6 +250,8 @@ def estimator_disagreement(
 
 def _grouped_average_ranks(x: FloatArray, g: IntArray) -> FloatArray:
     """1-based average ranks of ``x`` within each group ``g`` (ties share their mean rank)."""
+    if x.shape[0] == 0:
+        return np.empty(0, dtype=np.float64)
     order = np.lexsort((x, g))
     gs, xs = g[order], x[order]
     n = x.shape[0]

@@ -30,6 +30,7 @@ def report(
     groups_per_step: Annotated[int, typer.Option("--groups-per-step", help="Groups sampled per step (best, median and worst of each are shown).")] = 3,
     max_chars: Annotated[int, typer.Option("--max-chars", help="Cut every shown text at this many characters.")] = 2000,
     max_turns: Annotated[int, typer.Option("--max-turns", help="Turns shown per trajectory (first and last halves).")] = 12,
+    max_sample_chars: Annotated[int, typer.Option("--max-sample-chars", help="Text budget of one run's samples; above it every k-th step is sampled.")] = 20_000_000,
     title: Annotated[str | None, typer.Option("--title", help="Page title (default: the run names).")] = None,
     json_: JsonOpt = False,
 ) -> None:
@@ -44,7 +45,8 @@ def report(
     require("plotly", "jinja2", *(("matplotlib",) if png is not None else ()))
     try:
         config = ReportConfig(split=split, success_threshold=success_threshold, split_at=split_at,
-                              groups_per_step=groups_per_step, max_chars=max_chars, max_turns=max_turns, title=title)
+                              groups_per_step=groups_per_step, max_chars=max_chars, max_turns=max_turns,
+                              max_sample_chars=max_sample_chars, title=title)
     except ValueError as e:
         raise RolloutlabError(str(e)) from None
     loaded = []

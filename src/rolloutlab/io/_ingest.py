@@ -139,7 +139,7 @@ def _ingest_source(
         if run.get("source") != importer.name:
             run["source"] = "mixed"
         run["config"] = {**run.get("config", {}), **info.config}
-        run["labels"] = {**run.get("labels", {}), **labels}
+        run["labels"] = {**run.get("labels", {}), **info.labels, **labels}
         if root_key not in entry["sources"]:
             entry["sources"].append(root_key)
 

@@ -29,6 +29,7 @@ class RunInfo:
     algorithm: str | None = None
     env: str | None = None
     config: dict[str, Any] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
     status: str = "unknown"
     created_at: str | None = None
 

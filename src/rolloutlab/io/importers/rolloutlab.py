@@ -35,7 +35,7 @@ class RolloutlabImporter(Importer):
     def run_info(self, src: Path) -> RunInfo:
         run = read_run(src)
         return RunInfo(name=run.name, model=run.model, algorithm=run.algorithm, env=run.env,
-                       config=run.config | {"labels": run.labels} if run.labels else run.config,
+                       config=run.config, labels=dict(run.labels),
                        status=run.status, created_at=run.created_at.isoformat())
 
     def parts(self, src: Path) -> list[Part]:
