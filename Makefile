@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO := out/demo
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint browser bench clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -23,13 +23,24 @@ demo: $(STAMP)
 	$(BIN)/rolloutlab show verl-demo --store $(DEMO)/store
 	$(BIN)/rolloutlab sql "SELECT step, count(DISTINCT group_id) AS groups, avg(reward) AS reward FROM trajectories WHERE run_id = 'verl-demo' GROUP BY step ORDER BY step LIMIT 5" --store $(DEMO)/store
 	$(BIN)/rolloutlab analyze verl-demo --store $(DEMO)/store
+	$(BIN)/rolloutlab report verl-demo --store $(DEMO)/store -o $(DEMO)/report.html --png $(DEMO)/figures
+	@echo "open $(DEMO)/report.html in a browser (offline, self-contained)"
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/mypy
 
-test: $(STAMP) lint
-	$(BIN)/python -m pytest tests
+# The browser tests drive Debian's chromium (a fresh machine has none): installed here when
+# running as root, else the tests fail with a message saying how to install it.
+browser:
+	@if ! command -v chromium >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -q && apt-get install -y -q chromium; \
+	  else echo "browser tests need Debian's chromium: sudo apt-get install -y chromium"; fi; \
+	fi
+
+test: $(STAMP) lint browser
+	ROLLOUTLAB_REQUIRE_BROWSER=1 $(BIN)/python -m pytest tests
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_ingest.py
