@@ -37,7 +37,7 @@ def store_path(store: Path | None) -> Path:
 
 
 def _register() -> None:
-    from rolloutlab.cli import analyze, ingest, report, runs, show, sql  # noqa: F401
+    from rolloutlab.cli import analyze, ingest, report, runs, serve, show, sql  # noqa: F401
 
 
 def main(argv: Sequence[str] | None = None) -> int:

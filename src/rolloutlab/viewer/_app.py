@@ -1,0 +1,429 @@
+"""The viewer's web application: :func:`create_app` builds it, :func:`serve` runs it.
+
+Routes (GET unless marked)::
+
+    /                                  runs in the store
+    /runs/{run}                        dashboard: findings, the report's figure grid, per-step table
+    /runs/{run}/steps/{step}           a step's groups side by side, or one table (filters, sort, pages)
+    /runs/{run}/traj?id=               one trajectory, turn by turn
+    /runs/{run}/text?id=&turn=&field=  one whole text field as text/plain (for very long ones)
+    /runs/{run}/task?id=&a=&b=         one task's trajectories at two steps, side by side
+    POST /runs/{run}/reingest          re-read the run's recorded sources into the store
+    /api/version, /api/runs/{run}/version   what the live pages poll
+    /static/{name}                     the viewer's CSS and JS, and plotly.js (a fixed list)
+
+Read-only but for one action: ``POST /runs/{run}/reingest`` (and ``watch``, its timer)
+runs :func:`rolloutlab.ingest` on the sources the manifest records for that run, which
+writes only inside the store.  It answers only clients on the loopback interface, and
+only with the page's token (so another web page cannot make the browser post it).
+Everything else reads, through the fixed SQL of :mod:`._queries`.  No route takes a file
+path: static files are a fixed list, texts come from the store's tables.
+
+The store is reopened when its manifest changes (another ``rolloutlab ingest``, a
+re-ingest, the timer), so a growing run shows its new steps on the next request.  The
+dashboard's analysis is computed once per run version (a hash of the run's manifest
+entry) and cached; when a run grows, the previous analysis is shown while the new one is
+computed in the background.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import secrets
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import orjson
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import (
+    FileResponse,
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+)
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+
+from rolloutlab.io import RolloutlabError, Store
+from rolloutlab.io._store import slug
+from rolloutlab.viewer import _queries as Q
+from rolloutlab.viewer._dash import Analyses, plotly_js
+from rolloutlab.viewer._live import NotFound, StoreView
+from rolloutlab.viewer._render import environment, seg, svg_chart, url
+
+log = logging.getLogger("rolloutlab.viewer")
+
+HERE = Path(__file__).parent
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
+       "font-src 'self' data:; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'; "
+       "object-src 'none'")
+"""Scripts only from the viewer itself (no inline script at all, so an injected handler
+cannot run even if escaping failed); plotly needs inline styles; nothing remote."""
+SECURITY_HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "Cross-Origin-Opener-Policy": "same-origin",
+    "Cross-Origin-Resource-Policy": "same-origin",
+}
+STEPS_PER_PAGE = 200
+PER_PAGE = {"groups": (10, 20, 50, 100), "table": (25, 50, 100, 200)}
+
+
+class Viewer:
+    """The state one app holds: the store, the analyses, re-ingest, and the page renderer."""
+
+    def __init__(self, path: Path, *, watch: float | None, reingest: bool) -> None:
+        self.path = path
+        self.view = StoreView(path)
+        self.analyses = Analyses(path)
+        self.env = environment(HERE / "templates")
+        self.token = secrets.token_urlsafe(24)
+        self.watch = watch
+        self.can_reingest = reingest
+        self.flash: dict[str, str] = {}
+        self._ingest_lock = threading.Lock()
+        self.static: dict[str, Path] = {p.name: p for p in (HERE / "static").iterdir() if p.is_file()}
+        js = plotly_js()
+        if js is not None:
+            self.static["plotly.min.js"] = js
+
+    def render(self, template: str, status: int = 200, **ctx: Any) -> HTMLResponse:
+        ctx.setdefault("live_url", None)
+        ctx.setdefault("live_version", "")
+        ctx.setdefault("live_analysis", "")
+        ctx.setdefault("live_on", False)
+        html = self.env.get_template(template).render(store_path=str(self.path), **ctx)
+        return HTMLResponse(html, status_code=status, headers={"Cache-Control": "no-store"})
+
+    def message(self, title: str, message: str, *, status: int, hint: str = "", **ctx: Any) -> HTMLResponse:
+        return self.render("message.html", status=status, title=title, message=message, hint=hint, **ctx)
+
+    # -- the one write: re-ingest a run's recorded sources ------------------------------
+    def reingest(self, run_id: str) -> str:
+        """Ingest the run's recorded sources again (only new or changed parts are read)."""
+        from rolloutlab.io import ingest
+        from rolloutlab.io._files import is_archive
+        from rolloutlab.io.importers import REGISTRY
+
+        with self._ingest_lock:
+            entry = Store(self.path).manifest["runs"].get(run_id)
+            if entry is None:
+                raise NotFound(f"run {run_id!r} is not in the store {self.path}")
+            run = entry["run"]
+            fmt = run.get("source")
+            if fmt == "mapped":
+                raise RolloutlabError(f"run {run_id!r} was ingested with --map; re-ingest it from the command line "
+                                      "with the same --map options")
+            sources = [s for s in entry.get("sources", []) if Path(s).exists()]
+            gone = [s for s in entry.get("sources", []) if not Path(s).exists()]
+            if not sources:
+                raise RolloutlabError(f"none of the run's sources exist any more: {', '.join(gone) or 'none recorded'}")
+            # The name maps back to this run only when the run id is its slug (an unnamed
+            # second source of the same name got a suffix: then detection finds it).
+            name = run.get("name") if run.get("name") and slug(run["name"]) == run_id else None
+            # The importer that read them, unless an archive is among them (forcing a
+            # format would skip its extraction) or they came from several importers.
+            if fmt not in REGISTRY or any(is_archive(Path(s)) for s in sources):
+                fmt = None
+            rep = ingest(sources, self.path, name=name, format=fmt, jobs=1)
+        read = sum(s.parts_read for s in rep.sources)
+        same = sum(s.parts_unchanged for s in rep.sources)
+        pending = sum(len(s.parts_pending) for s in rep.sources)
+        msg = f"re-ingested {len(sources)} source(s): {read} new or changed part(s), {same} unchanged"
+        if pending:
+            msg += f", {pending} still being written (left for the next re-ingest)"
+        if gone:
+            msg += f"; missing sources skipped: {', '.join(gone)}"
+        return msg
+
+    def watch_loop(self, interval: float, stop: threading.Event) -> None:
+        """Re-ingest every run that has not finished, every ``interval`` seconds."""
+        while not stop.wait(interval):
+            try:
+                runs = Store(self.path).manifest["runs"]
+            except (RolloutlabError, OSError, orjson.JSONDecodeError) as e:
+                log.warning("watch: cannot read the store: %s", e)
+                continue
+            for rid, entry in runs.items():
+                if entry["run"].get("status") in ("finished", "aborted"):
+                    continue
+                try:
+                    self.reingest(rid)
+                except (RolloutlabError, OSError) as e:  # a source being rewritten, gone…: next time
+                    log.warning("watch: re-ingest of %s failed: %s", rid, e)
+                except Exception:  # a bug: keep watching the other runs, but say so loudly
+                    log.exception("watch: re-ingest of %s failed", rid)
+
+
+def _hostname(host_header: str) -> str:
+    if host_header.startswith("["):
+        return host_header.split("]")[0] + "]"
+    return host_header.rsplit(":", 1)[0] if host_header.count(":") == 1 else host_header
+
+
+def create_app(store: str | Path, *, watch: float | None = None, allowed_hosts: set[str] | frozenset[str] | None = None,
+               reingest: bool = True) -> FastAPI:
+    """The viewer of ``store`` (which may not exist yet: its pages say so).
+
+    ``watch``: re-ingest unfinished runs every this many seconds.  ``allowed_hosts``: the
+    Host headers answered (default: the loopback names, which blocks DNS-rebinding
+    pages; ``{"*"}`` answers any).  ``reingest``: offer the re-ingest button."""
+    v = Viewer(Path(store), watch=watch, reingest=reingest)
+    hosts = LOOPBACK_HOSTS if allowed_hosts is None else frozenset(allowed_hosts)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        stop = threading.Event()
+        t = None
+        if watch:
+            t = threading.Thread(target=v.watch_loop, args=(watch, stop), daemon=True, name="rolloutlab-watch")
+            t.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            if t is not None:
+                t.join(timeout=5)
+            v.analyses.close()
+
+    app = FastAPI(title="rolloutlab viewer", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
+    app.state.viewer = v
+
+    @app.middleware("http")
+    async def guard(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        resp: Response
+        if "*" not in hosts and _hostname(request.headers.get("host", "")) not in hosts:
+            resp = PlainTextResponse("unknown Host header (the viewer answers its own address only)", 400)
+        elif request.method not in ("GET", "HEAD", "POST"):
+            resp = PlainTextResponse("method not allowed", 405)
+        else:
+            try:
+                resp = await call_next(request)
+            except Exception:
+                log.exception("error serving %s", request.url.path)
+                resp = v.message("Internal error", "The viewer hit an error it did not expect; the server log has "
+                                 "the details.", status=500)
+        for k, val in SECURITY_HEADERS.items():
+            resp.headers.setdefault(k, val)
+        return resp
+
+    async def on_error(request: Request, exc: Exception) -> Response:
+        if isinstance(exc, HTTPException):
+            return v.message("Not found" if exc.status_code == 404 else "Error", str(exc.detail), status=exc.status_code)
+        if isinstance(exc, RequestValidationError):
+            errs = "; ".join(f"{'.'.join(str(x) for x in e.get('loc', ()))}: {e.get('msg')}" for e in exc.errors())
+            return v.message("Bad request", errs, status=400)
+        if isinstance(exc, NotFound):
+            return v.message("Not found", str(exc), status=404)
+        if isinstance(exc, Q.BadRequest):
+            return v.message("Bad request", str(exc), status=400)
+        return v.message("Error", str(exc), status=500)
+
+    for exc_class in (HTTPException, RequestValidationError, RolloutlabError):
+        app.add_exception_handler(exc_class, on_error)
+
+    def args(request: Request) -> dict[str, str]:
+        return {k: val for k, val in request.query_params.items()}
+
+    def pick_split(rid: str, raw: str | None) -> tuple[str, dict[str, int]]:
+        counts = Q.splits(v.view, rid)
+        split = raw or Q.default_split(counts)
+        if counts and split not in counts:
+            raise NotFound(f"run {rid!r} has no {split[:20]!r} trajectories; it has: {', '.join(counts)}")
+        return split, counts
+
+    # -- pages ------------------------------------------------------------------------
+    @app.get("/", response_class=HTMLResponse)
+    def runs_page() -> Response:
+        v.view.refresh()
+        if v.view.store is None:
+            title = "Cannot read the store" if v.view.error else "No store yet"
+            return v.message(title, v.view.error or f"There is no store at {v.path} yet.", status=200,
+                             hint=f"rolloutlab ingest SRC --store {v.path}", live_url="/api/version",
+                             live_version="", live_on=True)
+        runs = Q.runs_overview(v.view)
+        return v.render("runs.html", runs=runs, live_url="/api/version", live_version=v.view.version)
+
+    @app.get("/runs/{run_id}", response_class=HTMLResponse)
+    def dashboard(request: Request, run_id: str) -> Response:
+        a = args(request)
+        rid = v.view.resolve(run_id)
+        entry = v.view.entry(rid)
+        version = v.view.run_versions[rid]
+        split, counts = pick_split(rid, a.get("split"))
+        common = {"rid": rid, "run": entry["run"], "sources": entry.get("sources", []), "split": split,
+                  "splits": counts, "token": v.token, "can_reingest": v.can_reingest,
+                  "flash": v.flash.pop(rid, None), "live_url": url(f"/api/runs/{seg(rid)}/version", split=split),
+                  "live_version": version, "live_on": entry["run"].get("status") == "running" or bool(v.watch)}
+        if not counts:
+            return v.render("run.html", steps=[], dash=None, fresh=True, charts=[], page=1, pages=1, step_rows=[],
+                            live_analysis="", **common)
+        steps = Q.step_table(v.view, rid, split)
+        dash, fresh = v.analyses.get(rid, split, version)
+        page = Q.int_arg("page", a.get("page"), lo=1) or 1
+        pages = max(1, math.ceil(len(steps) / STEPS_PER_PAGE))
+        charts = []
+        if not dash.figures:
+            xs = [r["step"] for r in steps]
+            for key, title in (("mean_reward", "mean reward (graded)"), ("success_rate", "success rate"),
+                               ("zero_var_groups", "groups with zero reward variance"),
+                               ("mean_response_tokens", "response tokens"), ("mean_response_chars", "response chars"),
+                               ("mean_turns", "turns"), ("ungraded_rate", "ungraded rate")):
+                c = svg_chart(xs, [r[key] for r in steps])
+                if c is not None:
+                    charts.append((title, c))
+        return v.render("run.html", steps=steps, step_rows=steps[(page - 1) * STEPS_PER_PAGE: page * STEPS_PER_PAGE],
+                        dash=dash, fresh=fresh, charts=charts, page=page, pages=pages,
+                        step_list=orjson.dumps([r["step"] for r in steps]).decode(),
+                        live_analysis=dash.version, **common)
+
+    @app.get("/runs/{run_id}/steps/{step}", response_class=HTMLResponse)
+    def step_page(request: Request, run_id: str, step: int) -> Response:
+        a = args(request)
+        rid = v.view.resolve(run_id)
+        split, counts = pick_split(rid, a.get("split"))
+        all_steps = Q.step_list(v.view, rid, split)
+        summary = Q.step_table(v.view, rid, split, step)
+        row = summary[0] if summary else None
+        if row is None:
+            near = sorted(all_steps, key=lambda s: abs(s - step))[:5]
+            raise NotFound(f"run {rid!r} has no {split} step {step}; nearest: {', '.join(map(str, sorted(near))) or 'none'}")
+        has_groups = bool(row["groups"])
+        view = Q.choice_arg("view", a.get("view"), ("groups", "table"), "groups" if has_groups else "table")
+        sorts = Q.GROUP_SORTS if view == "groups" else Q.TRAJ_SORTS
+        other = Q.TRAJ_SORTS if view == "groups" else Q.GROUP_SORTS
+        raw_sort = a.get("sort")
+        if raw_sort in other and raw_sort not in sorts:  # the view was just switched: its default sort
+            raw_sort = None
+        sort = Q.choice_arg("sort", raw_sort, list(sorts), "group" if view == "groups" else "sample")
+        order = Q.choice_arg("order", a.get("order"), ("asc", "desc"), "asc")
+        per_page = Q.int_arg("per_page", a.get("per_page"), lo=1, hi=max(PER_PAGE[view])) or PER_PAGE[view][1]
+        page = Q.int_arg("page", a.get("page"), lo=1) or 1
+        f = Q.Filters.parse(a)
+        fetch = Q.step_groups_page if view == "groups" else Q.step_table_page
+        total, items = fetch(v.view, rid, split, step, f, sort=sort, desc=order == "desc", page=page, per_page=per_page)
+        i = all_steps.index(step)
+        keep = {"split": split, "view": view, "sort": sort, "order": order, "per_page": per_page, **f.args()}
+        return v.render("step.html", rid=rid, run=v.view.entry(rid)["run"], split=split, splits=counts, step=step,
+                        row=row, view=view, sort=sort, order=order, sorts=list(sorts), per_page=per_page,
+                        per_page_choices=PER_PAGE[view], page=page, pages=max(1, math.ceil(total / per_page)),
+                        total=total, items=items, f=f, keep=keep, terminations=Q.terminations(v.view, rid, split, step),
+                        prev_step=all_steps[i - 1] if i > 0 else None,
+                        next_step=all_steps[i + 1] if i + 1 < len(all_steps) else None)
+
+    @app.get("/runs/{run_id}/traj", response_class=HTMLResponse)
+    def traj_page(request: Request, run_id: str) -> Response:
+        a = args(request)
+        rid = v.view.resolve(run_id)
+        traj_id = a.get("id") or ""
+        t = Q.trajectory(v.view, rid, traj_id, a.get("split") or None, Q.int_arg("step", a.get("step")))
+        if t is None:
+            raise NotFound(f"no trajectory {traj_id[:200]!r} in run {rid!r}")
+        return v.render("traj.html", rid=rid, run=v.view.entry(rid)["run"], t=t, preview=Q.TEXT_PREVIEW)
+
+    @app.get("/runs/{run_id}/text")
+    def text_page(request: Request, run_id: str) -> Response:
+        a = args(request)
+        rid = v.view.resolve(run_id)
+        traj_id = a.get("id") or ""
+        turn = Q.int_arg("turn", a.get("turn"), lo=-1)
+        turn = -1 if turn is None else turn
+        text = Q.full_text(v.view, rid, traj_id, turn, a.get("field") or "", a.get("split") or None,
+                           Q.int_arg("step", a.get("step")))
+        if text is None:
+            raise NotFound(f"no such text in run {rid!r}")
+        # text/plain, never sniffed, sandboxed: a browser shows it and runs nothing.
+        return PlainTextResponse(text, headers={"Content-Security-Policy": "sandbox; default-src 'none'",
+                                                "Cache-Control": "no-store"})
+
+    @app.get("/runs/{run_id}/task", response_class=HTMLResponse)
+    def task_page(request: Request, run_id: str) -> Response:
+        a = args(request)
+        rid = v.view.resolve(run_id)
+        split, _ = pick_split(rid, a.get("split"))
+        task_id = a.get("id") or ""
+        hist = Q.task_history(v.view, rid, split, task_id)
+        if not hist:
+            raise NotFound(f"task {task_id[:200]!r} has no {split} trajectories in run {rid!r}")
+        steps = [h["step"] for h in hist]
+        sa = Q.int_arg("a", a.get("a"))
+        sb = Q.int_arg("b", a.get("b"))
+        sa = steps[0] if sa is None else sa
+        sb = steps[-1] if sb is None else sb
+        for s in (sa, sb):
+            if s not in steps:
+                raise NotFound(f"task {task_id[:200]!r} was not sampled at step {s}; it was at: "
+                               + ", ".join(map(str, steps[:50])) + (" …" if len(steps) > 50 else ""))
+        cols = [(s, Q.task_at_step(v.view, rid, split, task_id, s)) for s in (sa, sb)]
+        return v.render("task.html", rid=rid, run=v.view.entry(rid)["run"], split=split, task_id=task_id, hist=hist,
+                        a=sa, b=sb, cols=cols)
+
+    @app.post("/runs/{run_id}/reingest")
+    async def reingest_post(request: Request, run_id: str) -> Response:
+        client = request.client.host if request.client else ""
+        if not v.can_reingest:
+            return v.message("Re-ingest is off", "This viewer was started without re-ingest.", status=403)
+        if client not in ("127.0.0.1", "::1") and not client.startswith("127."):
+            return v.message("Forbidden", "Re-ingest is accepted from this machine only.", status=403)
+        origin = request.headers.get("origin")
+        if origin and origin != "null" and urlsplit(origin).netloc != request.headers.get("host"):
+            return v.message("Forbidden", "Re-ingest is accepted from the viewer's own pages only.", status=403)
+        form = parse_qs((await request.body()).decode("utf-8", "replace"))
+        if not secrets.compare_digest((form.get("token") or [""])[0], v.token):
+            return v.message("Forbidden", "The page's token is missing or stale: reload the page and try again.",
+                             status=403)
+        rid = await run_in_threadpool(v.view.resolve, run_id)
+        split = (form.get("split") or [""])[0]
+        back = url(f"/runs/{seg(rid)}", split=split or None)
+        try:
+            v.flash[rid] = await run_in_threadpool(v.reingest, rid)
+        except RolloutlabError as e:  # a source gone, a file now unreadable: say so, the store is unchanged
+            return v.message("Re-ingest failed", str(e), status=409, back=back,
+                             hint="fix the source, or re-ingest it from the command line")
+        return RedirectResponse(back, status_code=303)
+
+    # -- what live pages poll ------------------------------------------------------------
+    @app.get("/api/version")
+    def store_version() -> JSONResponse:
+        v.view.refresh()
+        return JSONResponse({"version": v.view.version, "exists": v.view.store is not None},
+                            headers={"Cache-Control": "no-store"})
+
+    @app.get("/api/runs/{run_id}/version")
+    def run_version(request: Request, run_id: str) -> JSONResponse:
+        rid = v.view.resolve(run_id)
+        run = v.view.entry(rid)["run"]
+        split = request.query_params.get("split") or "train"
+        return JSONResponse({"version": v.view.run_versions[rid], "analysis": v.analyses.shown(rid, split),
+                             "status": run.get("status"), "last_step": run.get("last_step")},
+                            headers={"Cache-Control": "no-store"})
+
+    @app.get("/static/{name}")
+    def static(name: str) -> Response:
+        p = v.static.get(name)
+        if p is None:
+            raise HTTPException(404, f"no static file {name[:80]!r}")
+        media = {"css": "text/css", "js": "text/javascript"}.get(p.suffix.lstrip("."), "application/octet-stream")
+        return FileResponse(p, media_type=media, headers={"Cache-Control": "public, max-age=3600"})
+
+    return app
+
+
+def serve(store: str | Path, *, host: str = "127.0.0.1", port: int = 8000, watch: float | None = None,
+          log_level: str = "info") -> None:
+    """Run the viewer with uvicorn until interrupted."""
+    import uvicorn
+
+    hosts = None if host in LOOPBACK_HOSTS else frozenset({"*"})
+    uvicorn.run(create_app(store, watch=watch, allowed_hosts=hosts), host=host, port=port, log_level=log_level)

@@ -1,0 +1,459 @@
+"""Every SQL statement the viewer runs: fixed text, values bound as parameters.
+
+The only parts of a statement built at run time are picked from the fixed tables below
+(``TRAJ_SORTS``, ``GROUP_SORTS``, the text column names, the cut lengths) and the ``?`` placeholders of the
+filters; nothing a request sends is ever pasted into SQL.  Every query is bounded: pages
+use ``LIMIT``/``OFFSET``, and long texts come back cut to ``substr(…, 1, n)`` with their
+full length beside them, so a 10 MB observation costs what its first screen costs.
+
+The numbers (``trajectories``, ``turns``, ``runs``) are tables in memory (see
+:mod:`._live`); texts are read only for the rows a page shows, from only the Parquet
+files that can hold that step (their list is bound to the ``?`` of :data:`TEXTS_IN`),
+always narrowed by ``run_id, split, step``.  Success is the ``success`` the source
+recorded (the dashboard's figures use the analysis's rule, which may derive it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from rolloutlab.io import RolloutlabError
+
+
+class Source(Protocol):
+    """Where the queries run (:class:`~rolloutlab.viewer._live.StoreView`)."""
+
+    def query(self, sql: str, params: list[Any]) -> list[dict[str, Any]]:
+        """Rows as dicts; ``trajectories``, ``turns`` and ``runs`` are tables."""
+        ...
+
+    def text_files(self, run_id: str, split: str, step: int | None) -> list[str]:
+        """The Parquet files of ``texts`` that can hold that step's rows."""
+        ...
+
+
+TEXTS_IN = "read_parquet(?, union_by_name = true)"
+"""The texts table, narrowed to the files bound to its ``?`` (a list from the manifest)."""
+
+
+class BadRequest(RolloutlabError):
+    """A request parameter the viewer cannot use; the message names it and what is allowed."""
+
+
+TRAJ_SORTS: dict[str, str] = {
+    "sample": "group_id, sample_idx, traj_id",
+    "reward": "reward",
+    "success": "success",
+    "termination": "termination",
+    "turns": "num_turns",
+    "tokens": "response_tokens",
+    "tools": "tool_calls",
+    "invalid": "invalid_actions",
+    "step": "step, group_id, sample_idx",
+}
+"""Table-view sort keys → ORDER BY text (the only way a sort reaches SQL)."""
+
+GROUP_SORTS: dict[str, str] = {
+    "group": "group_key",
+    "mean": "mean_reward",
+    "std": "std_reward",
+    "success": "success_rate",
+    "turns": "mean_turns",
+    "size": "n",
+}
+"""Group-view sort keys → ORDER BY text."""
+
+SUCCESS_VALUES = ("any", "true", "false", "unknown")
+GRADED_VALUES = ("any", "graded", "ungraded")
+TEXT_PREVIEW = 20_000
+"""Characters of one text shown inline; the rest is one click away (``/text``)."""
+SNIPPET = 360
+"""Characters of a response shown on a sample card."""
+
+_TEXT_FIELDS = ("observation", "thought", "action", "parsed_action", "tool_calls")
+_TOP_FIELDS = ("prompt", "response", "error", "extras")
+_SEARCH_FIELDS = ("prompt", "response", "error", "observation", "thought", "action", "tool_calls")
+TEXT_FIELDS = frozenset(_TEXT_FIELDS + _TOP_FIELDS)
+
+
+def float_arg(name: str, raw: str | None) -> float | None:
+    if raw is None or raw.strip() == "":
+        return None
+    try:
+        return float(raw)
+    except ValueError:
+        raise BadRequest(f"{name} must be a number, got {raw[:40]!r}") from None
+
+
+def int_arg(name: str, raw: str | None, *, lo: int | None = None, hi: int | None = None) -> int | None:
+    if raw is None or raw.strip() == "":
+        return None
+    try:
+        v = int(raw)
+    except ValueError:
+        raise BadRequest(f"{name} must be a whole number, got {raw[:40]!r}") from None
+    if (lo is not None and v < lo) or (hi is not None and v > hi):
+        raise BadRequest(f"{name} must lie in [{lo}, {hi}], got {v}")
+    return v
+
+
+def choice_arg(name: str, raw: str | None, allowed: tuple[str, ...] | list[str], default: str) -> str:
+    if raw is None or raw == "":
+        return default
+    if raw not in allowed:
+        raise BadRequest(f"{name} must be one of {', '.join(allowed)}; got {raw[:40]!r}")
+    return raw
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Which trajectories of a step a page shows.  Parsed from the query string."""
+
+    reward_min: float | None = None
+    reward_max: float | None = None
+    success: str = "any"
+    graded: str = "any"
+    termination: str = ""
+    turns_min: int | None = None
+    turns_max: int | None = None
+    q: str = ""
+
+    @classmethod
+    def parse(cls, args: dict[str, str]) -> Filters:
+        return cls(
+            reward_min=float_arg("reward_min", args.get("reward_min")),
+            reward_max=float_arg("reward_max", args.get("reward_max")),
+            success=choice_arg("success", args.get("success"), SUCCESS_VALUES, "any"),
+            graded=choice_arg("graded", args.get("graded"), GRADED_VALUES, "any"),
+            termination=(args.get("termination") or "")[:40],
+            turns_min=int_arg("turns_min", args.get("turns_min"), lo=0),
+            turns_max=int_arg("turns_max", args.get("turns_max"), lo=0),
+            q=(args.get("q") or "")[:200],
+        )
+
+    @property
+    def active(self) -> bool:
+        return self != Filters()
+
+    def args(self) -> dict[str, str]:
+        """The non-default filters as query-string values (for links that keep them)."""
+        out: dict[str, str] = {}
+        for k, v in self.__dict__.items():
+            if v not in (None, "", "any"):
+                out[k] = f"{v:g}" if isinstance(v, float) else str(v)
+        return out
+
+    def where(self, src: Source, run_id: str, split: str, step: int) -> tuple[str, list[Any]]:
+        cond = ["run_id = ?", "split = ?", "step = ?"]
+        params: list[Any] = [run_id, split, step]
+        if self.reward_min is not None:
+            cond.append("reward >= ?")
+            params.append(self.reward_min)
+        if self.reward_max is not None:
+            cond.append("reward <= ?")
+            params.append(self.reward_max)
+        if self.success != "any":
+            cond.append({"true": "success", "false": "NOT success", "unknown": "success IS NULL"}[self.success])
+        if self.graded != "any":
+            cond.append("graded" if self.graded == "graded" else "NOT graded")
+        if self.termination:
+            cond.append("termination = ?")
+            params.append(self.termination)
+        if self.turns_min is not None:
+            cond.append("num_turns >= ?")
+            params.append(self.turns_min)
+        if self.turns_max is not None:
+            cond.append("num_turns <= ?")
+            params.append(self.turns_max)
+        if self.q:
+            files = src.text_files(run_id, split, step)
+            if not files:
+                cond.append("FALSE")
+            else:
+                hits = " OR ".join(f"contains(lower({f}), ?)" for f in _SEARCH_FIELDS)
+                cond.append(f"traj_id IN (SELECT traj_id FROM {TEXTS_IN} "
+                            f"WHERE run_id = ? AND split = ? AND step = ? AND ({hits}))")
+                params += [files, run_id, split, step] + [self.q.lower()] * len(_SEARCH_FIELDS)
+        return " AND ".join(cond), params
+
+
+# -- runs and steps ---------------------------------------------------------------------
+
+
+def runs_overview(src: Source) -> list[dict[str, Any]]:
+    return src.query(
+        """
+        SELECT r.run_id, r.name, r.source, r.model, r.algorithm, r.env, r.status, r.last_step,
+               r.created_at, r.labels, t.splits, t.steps, t.trajectories, t.mean_reward, t.ungraded_rate
+        FROM runs r LEFT JOIN (
+            SELECT run_id, string_agg(DISTINCT split, ', ' ORDER BY split) AS splits,
+                   count(DISTINCT (split, step)) AS steps, count(*) AS trajectories,
+                   avg(reward) AS mean_reward,
+                   avg(CASE WHEN graded THEN 0.0 ELSE 1.0 END) AS ungraded_rate
+            FROM trajectories GROUP BY run_id
+        ) t USING (run_id)
+        ORDER BY r.name, r.run_id
+        """,
+        [],
+    )
+
+
+def splits(src: Source, run_id: str) -> dict[str, int]:
+    rows = src.query("SELECT split, count(*) AS n FROM trajectories WHERE run_id = ? GROUP BY split ORDER BY split", [run_id])
+    return {r["split"]: r["n"] for r in rows}
+
+
+def default_split(counts: dict[str, int]) -> str:
+    """train when the run has it, else the split with the most trajectories (as analyze)."""
+    if "train" in counts or not counts:
+        return "train"
+    return max(counts, key=lambda s: counts[s])
+
+
+def step_list(src: Source, run_id: str, split: str) -> list[int]:
+    rows = src.query("SELECT DISTINCT step FROM trajectories WHERE run_id = ? AND split = ? ORDER BY step",
+                     [run_id, split])
+    return [r["step"] for r in rows]
+
+
+def step_table(src: Source, run_id: str, split: str, step: int | None = None) -> list[dict[str, Any]]:
+    """One row per step (or only ``step``'s): reward (graded only, and with ungraded as 0),
+    success, length, turns, and the share of groups with zero reward variance (no GRPO
+    signal)."""
+    one = "" if step is None else " AND step = ?"
+    return src.query(
+        f"""
+        WITH t AS (SELECT * FROM trajectories WHERE run_id = ? AND split = ?{one}),
+        g AS (
+            SELECT step, group_id, count(*) AS n, stddev_pop(reward) AS sd
+            FROM t WHERE group_id IS NOT NULL GROUP BY step, group_id
+        ),
+        z AS (
+            SELECT step, avg(CASE WHEN sd = 0 THEN 1.0 ELSE 0.0 END) AS zero_var_groups
+            FROM g WHERE n > 1 AND sd IS NOT NULL GROUP BY step
+        )
+        SELECT t.step, count(*) AS trajectories, count(DISTINCT t.group_id) AS groups,
+               avg(t.reward) AS mean_reward, stddev_samp(t.reward) AS std_reward,
+               avg(coalesce(t.reward, 0)) AS mean_reward_all,
+               avg(CASE WHEN t.graded THEN 0.0 ELSE 1.0 END) AS ungraded_rate,
+               avg(CAST(t.success AS DOUBLE)) AS success_rate,
+               avg(t.response_tokens) AS mean_response_tokens,
+               avg(t.response_chars) AS mean_response_chars,
+               avg(t.num_turns) AS mean_turns,
+               any_value(z.zero_var_groups) AS zero_var_groups
+        FROM t LEFT JOIN z USING (step)
+        GROUP BY t.step ORDER BY t.step
+        """,
+        [run_id, split] if step is None else [run_id, split, step],
+    )
+
+
+def terminations(src: Source, run_id: str, split: str, step: int) -> list[str]:
+    rows = src.query(
+        "SELECT DISTINCT termination FROM trajectories WHERE run_id = ? AND split = ? AND step = ? "
+        "AND termination IS NOT NULL ORDER BY termination",
+        [run_id, split, step],
+    )
+    return [r["termination"] for r in rows]
+
+
+# -- a step's trajectories ----------------------------------------------------------------
+
+_CARD_COLUMNS = (
+    "traj_id, step, group_id, sample_idx, task_id, reward, success, graded, termination, "
+    "num_turns, response_tokens, tool_calls, invalid_actions"
+)
+
+
+def texts(src: Source, run_id: str, split: str, step: int, select: str, where: str,
+          params: list[Any]) -> list[dict[str, Any]]:
+    """``SELECT {select} FROM texts WHERE run_id, split, step AND {where}`` over only the
+    files that can hold that step (none: no rows)."""
+    files = src.text_files(run_id, split, step)
+    if not files:
+        return []
+    return src.query(f"SELECT {select} FROM {TEXTS_IN} WHERE run_id = ? AND split = ? AND step = ? AND {where}",
+                     [files, run_id, split, step, *params])
+
+
+def _with_snippets(src: Source, run_id: str, split: str, step: int, rows: list[dict[str, Any]]) -> None:
+    """Add ``snippet`` (start of the response) and ``response_len`` to trajectory rows."""
+    if not rows:
+        return
+    ids = [r["traj_id"] for r in rows]
+    found = texts(src, run_id, split, step,
+                  f"traj_id, substr(response, 1, {SNIPPET}) AS snippet, length(response) AS response_len",
+                  "turn_idx = -1 AND list_contains(?, traj_id)", [ids])
+    by_id = {t["traj_id"]: t for t in found}
+    for r in rows:
+        t = by_id.get(r["traj_id"], {})
+        r["snippet"] = t.get("snippet")
+        r["response_len"] = t.get("response_len")
+
+
+def step_table_page(src: Source, run_id: str, split: str, step: int, f: Filters, *, sort: str, desc: bool,
+                    page: int, per_page: int) -> tuple[int, list[dict[str, Any]]]:
+    """(matching trajectories, one page of them) for the table view."""
+    where, params = f.where(src, run_id, split, step)
+    total = src.query(f"SELECT count(*) AS n FROM trajectories WHERE {where}", params)[0]["n"]
+    order = ", ".join(f"{c.strip()} {'DESC' if desc else 'ASC'} NULLS LAST" for c in TRAJ_SORTS[sort].split(","))
+    rows = src.query(
+        f"SELECT {_CARD_COLUMNS} FROM trajectories WHERE {where} ORDER BY {order}, traj_id LIMIT ? OFFSET ?",
+        [*params, per_page, (page - 1) * per_page],
+    )
+    _with_snippets(src, run_id, split, step, rows)
+    return total, rows
+
+
+def step_groups_page(src: Source, run_id: str, split: str, step: int, f: Filters, *, sort: str, desc: bool,
+                     page: int, per_page: int) -> tuple[int, list[dict[str, Any]]]:
+    """(matching groups, one page of groups with their matching samples) for the group view.
+
+    A group is shown when at least one of its samples passes the filters; its statistics
+    (mean, std, success rate) are over the whole group, since the group — not the
+    filtered subset — is what produced the advantage."""
+    where, params = f.where(src, run_id, split, step)
+    key = "coalesce(group_id, traj_id)"
+    groups_sql = f"""
+        WITH m AS (SELECT DISTINCT {key} AS group_key FROM trajectories WHERE {where}),
+        g AS (
+            SELECT {key} AS group_key, any_value(task_id) AS task_id, count(*) AS n,
+                   avg(reward) AS mean_reward, stddev_pop(reward) AS std_reward,
+                   avg(CAST(success AS DOUBLE)) AS success_rate, avg(num_turns) AS mean_turns,
+                   sum(CASE WHEN graded THEN 0 ELSE 1 END) AS ungraded
+            FROM trajectories WHERE run_id = ? AND split = ? AND step = ? GROUP BY group_key
+        )
+        SELECT g.* FROM g JOIN m USING (group_key)
+    """
+    gparams = [*params, run_id, split, step]
+    total = src.query(f"SELECT count(*) AS n FROM ({groups_sql})", gparams)[0]["n"]
+    groups = src.query(
+        f"{groups_sql} ORDER BY {GROUP_SORTS[sort]} {'DESC' if desc else 'ASC'} NULLS LAST, group_key "
+        "LIMIT ? OFFSET ?",
+        [*gparams, per_page, (page - 1) * per_page],
+    )
+    if not groups:
+        return total, []
+    keys = [g["group_key"] for g in groups]
+    members = src.query(
+        f"SELECT {_CARD_COLUMNS}, {key} AS group_key FROM trajectories WHERE {where} "
+        f"AND list_contains(?, {key}) ORDER BY sample_idx NULLS LAST, traj_id",
+        [*params, keys],
+    )
+    _with_snippets(src, run_id, split, step, members)
+    by_key: dict[str, list[dict[str, Any]]] = {k: [] for k in keys}
+    for m in members:
+        by_key[m["group_key"]].append(m)
+    for g in groups:
+        g["samples"] = by_key[g["group_key"]]
+    return total, groups
+
+
+# -- one trajectory -----------------------------------------------------------------------
+
+
+def _cut(fields: tuple[str, ...], limit: int) -> str:
+    return ", ".join(f"substr({c}, 1, {limit}) AS {c}, length({c}) AS {c}_len" for c in fields)
+
+
+def locate(src: Source, run_id: str, traj_id: str, split: str | None = None, step: int | None = None,
+           columns: str = "*") -> dict[str, Any] | None:
+    """The trajectory's row.  ``split`` and ``step`` (which the viewer's links carry) pick
+    one where a source reused a trajectory id across splits or steps."""
+    cond = ["run_id = ?", "traj_id = ?"]
+    params: list[Any] = [run_id, traj_id]
+    if split is not None:
+        cond.append("split = ?")
+        params.append(split)
+    if step is not None:
+        cond.append("step = ?")
+        params.append(step)
+    rows = src.query(f"SELECT {columns} FROM trajectories WHERE {' AND '.join(cond)} ORDER BY split, step LIMIT 1",
+                     params)
+    return rows[0] if rows else None
+
+
+def trajectory(src: Source, run_id: str, traj_id: str, split: str | None = None,
+               step: int | None = None) -> dict[str, Any] | None:
+    """The trajectory row, its own texts (cut), its turns with their texts (cut), and the
+    other samples of its group."""
+    t = locate(src, run_id, traj_id, split, step)
+    if t is None:
+        return None
+    t["reward_components"] = dict(t.get("reward_components") or {})
+    key = [run_id, t["split"], t["step"], traj_id]
+    top = texts(src, run_id, t["split"], t["step"], _cut(_TOP_FIELDS, TEXT_PREVIEW),
+                "traj_id = ? AND turn_idx = -1 LIMIT 1", [traj_id])
+    t["texts"] = top[0] if top else {}
+    turns = src.query(
+        "SELECT turn_idx, reward, action_valid, done, tokens, num_tool_calls, entropy FROM turns "
+        "WHERE run_id = ? AND split = ? AND step = ? AND traj_id = ? ORDER BY turn_idx",
+        key,
+    )
+    ttexts = texts(src, run_id, t["split"], t["step"], f"turn_idx, {_cut(_TEXT_FIELDS, TEXT_PREVIEW)}",
+                   "traj_id = ? AND turn_idx >= 0 ORDER BY turn_idx", [traj_id])
+    by_turn = {x["turn_idx"]: x for x in ttexts}
+    for u in turns:
+        u["texts"] = by_turn.get(u["turn_idx"], {})
+    t["turns"] = turns
+    t["siblings"] = (
+        src.query(
+            "SELECT traj_id, sample_idx, reward, success, graded FROM trajectories "
+            "WHERE run_id = ? AND split = ? AND step = ? AND group_id = ? ORDER BY sample_idx NULLS LAST, traj_id",
+            [run_id, t["split"], t["step"], t["group_id"]],
+        )
+        if t["group_id"] is not None
+        else []
+    )
+    return t
+
+
+def full_text(src: Source, run_id: str, traj_id: str, turn_idx: int, field: str, split: str | None = None,
+              step: int | None = None) -> str | None:
+    """One whole text field (for the "full text" link); ``field`` is checked against the
+    fixed set of text columns before it names one."""
+    if field not in TEXT_FIELDS:
+        raise BadRequest(f"field must be one of {', '.join(sorted(TEXT_FIELDS))}; got {field[:40]!r}")
+    loc = locate(src, run_id, traj_id, split, step, columns="split, step")
+    if loc is None:
+        return None
+    rows = texts(src, run_id, loc["split"], loc["step"], f"{field} AS text", "traj_id = ? AND turn_idx = ?",
+                 [traj_id, turn_idx])
+    return rows[0]["text"] if rows else None
+
+
+# -- one task across training ------------------------------------------------------------
+
+
+def task_history(src: Source, run_id: str, split: str, task_id: str) -> list[dict[str, Any]]:
+    return src.query(
+        "SELECT step, count(*) AS n, avg(reward) AS mean_reward, avg(CAST(success AS DOUBLE)) AS success_rate "
+        "FROM trajectories WHERE run_id = ? AND split = ? AND task_id = ? GROUP BY step ORDER BY step",
+        [run_id, split, task_id],
+    )
+
+
+def task_at_step(src: Source, run_id: str, split: str, task_id: str, step: int, *, limit: int = 64) -> list[dict[str, Any]]:
+    """The task's trajectories at one step, with the start of each response and of each action."""
+    rows = src.query(
+        f"SELECT {_CARD_COLUMNS} FROM trajectories WHERE run_id = ? AND split = ? AND step = ? AND task_id = ? "
+        "ORDER BY group_id, sample_idx NULLS LAST, traj_id LIMIT ?",
+        [run_id, split, step, task_id, limit],
+    )
+    if not rows:
+        return rows
+    ids = [r["traj_id"] for r in rows]
+    found = texts(src, run_id, split, step,
+                  "traj_id, turn_idx, substr(response, 1, 4000) AS response, length(response) AS response_len, "
+                  "substr(action, 1, 300) AS action", "list_contains(?, traj_id) ORDER BY traj_id, turn_idx", [ids])
+    by_id: dict[str, dict[str, Any]] = {i: {"actions": []} for i in ids}
+    for x in found:
+        d = by_id[x["traj_id"]]
+        if x["turn_idx"] == -1:
+            d["response"], d["response_len"] = x["response"], x["response_len"]
+        elif x["action"] is not None:
+            d["actions"].append(x["action"])
+    for r in rows:
+        r.update(by_id[r["traj_id"]])
+    return rows
