@@ -142,18 +142,20 @@ SIGN_DISAGREEMENT = 0.1
 
 
 def _replay_findings(rep: Any) -> list[Finding]:
-    out: list[Finding] = []
+    """One finding naming every estimator whose advantage signs differ from the reference's
+    on at least ``SIGN_DISAGREEMENT`` of the samples (mean over steps)."""
     if rep.reference is None or rep.disagreement.empty:
-        return out
+        return []
     d = rep.disagreement
-    for est, rows in d.groupby("estimator"):
-        sd = rows["sign_disagreement"].dropna()
-        if len(sd) and sd.mean() >= SIGN_DISAGREEMENT:
-            out.append(Finding("estimators_disagree", 40,
-                               f"{est} and {rep.reference} give opposite-sign or zero-vs-nonzero advantages on "
-                               f"{100 * sd.mean():.0f}% of samples (mean over steps): the choice of estimator matters here",
-                               (int(rows["step"].min()), int(rows["step"].max())), {"sign_disagreement": float(sd.mean())}))
-    return out
+    share = d.groupby("estimator")["sign_disagreement"].mean().dropna().sort_values(ascending=False)
+    share = share[share >= SIGN_DISAGREEMENT]
+    if share.empty:
+        return []
+    listed = ", ".join(f"{est} {100 * v:.0f}%" for est, v in share.items())
+    return [Finding("estimators_disagree", 40,
+                    f"advantage estimators disagree with {rep.reference} on the sign (or on zero vs non-zero) of "
+                    f"many samples — {listed} (mean over steps): the choice of estimator matters for this run",
+                    (int(d["step"].min()), int(d["step"].max())), {k: float(v) for k, v in share.items()})]
 
 
 def signal_note_used(found: list[Finding]) -> bool:

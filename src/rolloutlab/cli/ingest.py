@@ -32,7 +32,7 @@ def ingest(
     map_: Annotated[list[str] | None, typer.Option("--map", help="canonical=field for the generic importer (repeatable).")] = None,
     split: Annotated[str | None, typer.Option("--split", help="Split for the generic importer: train, val or eval.")] = None,
     on_error: Annotated[str, typer.Option("--on-error", help="fail: stop at the first bad record, store unchanged; skip: quarantine bad records in `rejects`.")] = "fail",
-    jobs: Annotated[int | None, typer.Option("--jobs", help="Worker processes (default: up to 4 for inputs over 64 MB, else 1).")] = None,
+    jobs: Annotated[int | None, typer.Option("--jobs", help="Worker processes (default: up to 4 for inputs over 1 GiB, else 1).")] = None,
     json_: JsonOpt = False,
 ) -> None:
     """Read SRC into the store (incremental: unchanged files are not read again)."""

@@ -70,7 +70,7 @@ def ingest(
     """Ingest ``sources`` into ``store``.  With ``name``, all sources form one run.
 
     ``jobs``: worker processes reading parts; ``None`` chooses (up to 4 when the input is
-    larger than 64 MB, else 1).  Workers are started with ``spawn``, which re-imports the
+    larger than 1 GiB, else 1).  Workers are started with ``spawn``, which re-imports the
     calling script: call with ``jobs != 1`` only under ``if __name__ == "__main__":``.
     The CLI uses ``None``."""
     st = Store(Path(store))
@@ -226,8 +226,10 @@ def _read_one(importer: Importer, part: Part, run_id: str, staging: Path, stem: 
     return res
 
 
-PARALLEL_MIN_BYTES = 64 << 20
-"""Below this much input, worker start-up costs more than it saves."""
+PARALLEL_MIN_BYTES = 1 << 30
+"""Below this much input, worker start-up (about a second each: a fresh interpreter
+importing pyarrow, pandas and duckdb) costs more than it saves on two cores (measured in
+benchmarks/bench_ingest.py: 213 MB took 3.4 s with one process, 3.7 s with two)."""
 
 
 def _read_parts(importer: Importer, todo: list[tuple[str, str, Part, str]], run_id: str, staging: Path,
