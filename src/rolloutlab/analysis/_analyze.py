@@ -83,8 +83,11 @@ def _saturation(name: str, steps: pd.Series, values: pd.Series, *, y_max: float 
 
 
 def analyze(frame: RunFrame, *, split_at: float | None = None, replay: bool = True,
-            breakpoint_intervals: bool = True) -> Analysis:
-    """All sections and the findings for one run (see the module docstring)."""
+            breakpoint_intervals: bool = True, pairwise: bool = False) -> Analysis:
+    """All sections and the findings for one run (see the module docstring).
+
+    ``pairwise``: add the whole-run comparison of every pair of advantage estimators
+    (``Replay.pairwise``); each estimator is always compared with GRPO per step."""
     steps = step_table(frame)
     skipped: dict[str, str] = {}
     ledger = signal_ledger(frame)
@@ -137,7 +140,7 @@ def analyze(frame: RunFrame, *, split_at: float | None = None, replay: bool = Tr
     if replay:
         from rolloutlab.analysis._replay import replay_advantages
 
-        rep = replay_advantages(frame)
+        rep = replay_advantages(frame, pairwise=pairwise)
     a = Analysis(frame.run_id, frame.split, frame.success_rule, steps, ledger, pk, verdict, sat, ent, rep, sets,
                  cardinality, skipped)
     a.findings = rank_findings(a)

@@ -324,6 +324,7 @@ def replay_advantages(
     gamma: float = 0.95,
     omega: float = 1.0,
     gigpo_mode: Literal["mean_std_norm", "mean_norm"] = "mean_std_norm",
+    pairwise: bool = True,
 ) -> Replay:
     """Recompute the run's advantages under each estimator and summarise them per step.
 
@@ -333,6 +334,9 @@ def replay_advantages(
     ``"grpo"`` when replayed, else the first replayed one).  ``gamma``, ``omega``,
     ``gigpo_mode``: GiGPO's discount, step-level weight and normalisation
     (``algos.gigpo_advantages``); the other estimators have no parameters.
+    ``pairwise``: also compare every pair of estimators over the whole run (``Replay.pairwise``;
+    one full ranking per pair, the costliest part on large runs — ``analyze`` leaves it out
+    unless asked).
     """
     names = _check_args(estimators, reference, gamma, gigpo_mode)
     traj = frame.traj
@@ -393,7 +397,7 @@ def replay_advantages(
     else:
         ref = "grpo" if "grpo" in done else (done[0] if done else None)
     return _summarise(frame, steps, t, tu, traj_adv, turn_adv, done, ref, skipped, notes,
-                      gamma=gamma, omega=omega, gigpo_mode=gigpo_mode)
+                      gamma=gamma, omega=omega, gigpo_mode=gigpo_mode, pairwise=pairwise)
 
 
 def _check_args(estimators: Sequence[str] | None, reference: str | None, gamma: float,
@@ -417,7 +421,8 @@ def _check_args(estimators: Sequence[str] | None, reference: str | None, gamma: 
 def _summarise(frame: RunFrame, steps: npt.NDArray[Any], t: _Traj, tu: _Turns | None,
                traj_adv: dict[str, FloatArray], turn_adv: dict[str, FloatArray],
                done: tuple[str, ...], ref: str | None, skipped: dict[str, str],
-               notes: dict[str, str], *, gamma: float, omega: float, gigpo_mode: str) -> Replay:
+               notes: dict[str, str], *, gamma: float, omega: float, gigpo_mode: str,
+               pairwise: bool) -> Replay:
     n_steps = len(steps)
     units = {n: "trajectory" if n in traj_adv else "turn" for n in done}
     s_turn = t.step_code[tu.traj_row] if tu is not None else np.zeros(0, dtype=np.intp)
@@ -477,7 +482,7 @@ def _summarise(frame: RunFrame, steps: npt.NDArray[Any], t: _Traj, tu: _Turns | 
         dis_rows += [{"step": steps[i], "estimator": name, "reference": ref, "unit": unit, **d, "n": int(d["n"])}
                      for i, d in enumerate(res)]
     pair_rows = []
-    for a_name, b_name in itertools.combinations(done, 2):
+    for a_name, b_name in itertools.combinations(done, 2) if pairwise else ():
         unit = common_unit(a_name, b_name)
         d = estimator_disagreement(values(a_name, unit), values(b_name, unit))
         pair_rows.append({"a": a_name, "b": b_name, "unit": unit, **d, "n": int(d["n"])})

@@ -56,6 +56,7 @@ def analyze(
     success_threshold: Annotated[float | None, typer.Option("--success-threshold", help="Success = reward >= this (default: the source's success, else reward == 1 for rewards in [0, 1], else reward > 0).")] = None,
     csv: Annotated[Path | None, typer.Option("--csv", help="Also write every table as CSV into this folder.")] = None,
     rows: Annotated[int, typer.Option("--rows", help="Steps shown per table (evenly spaced); --json and --csv hold all.")] = 12,
+    pairwise: Annotated[bool, typer.Option("--pairwise", help="Also compare every pair of advantage estimators over the whole run.")] = False,
     json_: JsonOpt = False,
 ) -> None:
     """Explain what a run learned: findings, per-step table, group signal, pass@k, saturation, entropy."""
@@ -65,7 +66,7 @@ def analyze(
     from rolloutlab.analysis._json import plain
 
     st, rid = resolve(run, store)
-    a = analyze_run(st, rid, split=split, success_threshold=success_threshold, split_at=split_at)
+    a = analyze_run(st, rid, split=split, success_threshold=success_threshold, split_at=split_at, pairwise=pairwise)
     comparison: dict[str, Any] | None = None
     if vs:
         from rolloutlab.analysis import compare_runs, load_run, overtake_step, window_table
