@@ -74,7 +74,8 @@ def render_analysis(a: Any, comparison: Any = None, *, rows: int = 12) -> None:
                 ci = sec["breakpoint_ci"]
                 bp += f" [{ci.low:.0f}, {ci.high:.0f}]"
             t.add_row(name, bp, f"{fit.early_slope:+.4f} ± {fit.early_slope_se:.4f}",
-                      f"{fit.late_slope:+.4f} ({fit.late_t:.1f})", "yes" if ver.plateau else "no", _f(ver.headroom))
+                      f"{fit.late_slope:+.4f} ({fit.late_t:.1f})", "yes" if ver.plateau else "no",
+                      _f(None if ver.headroom is None else max(ver.headroom, 0.0)))
         con.print(t)
     if a.entropy is not None:
         tr, law = a.entropy["trend"], a.entropy["law"]
