@@ -120,6 +120,19 @@ class Importer:
         raise NotImplementedError
 
 
+def detect_files(src: Path, suffix: str, matches: Callable[[Path], bool], *, file_score: int,
+                 dir_score: int = 80, peek: int = 20) -> int:
+    """Detection for formats that are a file, or a folder of such files: ``file_score``
+    when ``src`` matches, ``dir_score`` when one of the first ``peek`` files of the folder
+    with that (uncompressed) suffix does, else 0."""
+    from rolloutlab.io._files import logical_name
+
+    if src.is_dir():
+        cands = [p for p in sorted(src.iterdir()) if logical_name(p).endswith(suffix)][:peek]
+        return dir_score if any(matches(p) for p in cands) else 0
+    return file_score if matches(src) else 0
+
+
 def default_name(src: Path) -> str:
     name = src.name
     for suf in (".gz", ".zst", ".jsonl", ".json", ".parquet", ".eval", ".csv", ".tsv", ".tar", ".tgz", ".zip"):

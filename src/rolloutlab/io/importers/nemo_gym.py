@@ -71,6 +71,7 @@ from rolloutlab.io.importers._base import (
     ReadContext,
     RunInfo,
     default_name,
+    detect_files,
     register,
     require,
 )
@@ -101,10 +102,7 @@ class NemoGymImporter(Importer):
     recovers = __doc__ or ""
 
     def detect(self, src: Path) -> int:
-        if src.is_dir():
-            cands = [p for p in sorted(src.iterdir()) if logical_name(p).endswith(".jsonl")][:20]
-            return 80 if any(_is_rollouts(p) for p in cands) else 0
-        return 90 if _is_rollouts(src) else 0
+        return detect_files(src, ".jsonl", _is_rollouts, file_score=90)
 
     def run_info(self, src: Path) -> RunInfo:
         files = [src] if src.is_file() else _files(src)

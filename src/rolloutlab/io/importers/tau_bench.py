@@ -57,6 +57,7 @@ from rolloutlab.io.importers._base import (
     ReadContext,
     RunInfo,
     default_name,
+    detect_files,
     register,
     require,
 )
@@ -87,10 +88,7 @@ class TauBenchImporter(Importer):
     recovers = __doc__ or ""
 
     def detect(self, src: Path) -> int:
-        if src.is_dir():
-            cands = [p for p in sorted(src.iterdir()) if logical_name(p).endswith(".json")][:20]
-            return 80 if any(_is_results(p) for p in cands) else 0
-        return 85 if _is_results(src) else 0
+        return detect_files(src, ".json", _is_results, file_score=85)
 
     def run_info(self, src: Path) -> RunInfo:
         files = [src] if src.is_file() else _files(src)
