@@ -35,7 +35,7 @@ lint: $(STAMP)
 browser:
 	@if ! command -v chromium >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    apt-get update -q && apt-get install -y -q chromium; \
+	    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; \
 	  else echo "browser tests need Debian's chromium: sudo apt-get install -y chromium"; fi; \
 	fi
 
