@@ -10,7 +10,6 @@ pytest tmp dir (``screenshots``), to be looked at.
 from __future__ import annotations
 
 import importlib.util
-import time
 from pathlib import Path
 from typing import Any
 
@@ -157,9 +156,9 @@ def test_payloads_do_not_execute(viewer: Server, watched: Any, shots: Path) -> N
 def test_ten_megabyte_observation(viewer: Server, watched: Any, shots: Path) -> None:
     w = watched(viewer.url + "/")
     page = w.page
-    t0 = time.perf_counter()
     page.goto(f"{viewer.url}/runs/{RUN}/traj?id={BIG_TRAJ}")
-    assert time.perf_counter() - t0 < 5
+    # the page carries a cut of the observation, not 10 MB (speed is for benchmarks/)
+    assert len(page.content()) < 300_000
     obs = page.locator("#turn-0 details.field").first
     assert obs.get_attribute("open") is None  # long observations start collapsed
     obs.locator("summary").click()

@@ -240,9 +240,7 @@ def test_hostile_ids_survive_urls(client: TestClient) -> None:
 
 
 def test_big_observation_is_cut_and_served_whole_as_plain_text(client: TestClient) -> None:
-    t0 = time.perf_counter()
     r = client.get(f"/runs/{RUN}/traj", params={"id": BIG_TRAJ})
-    assert time.perf_counter() - t0 < 2
     assert r.status_code == 200 and len(r.content) < 200_000
     assert "the whole text" in r.text
     full = re.search(r'href="(/runs/agent/text\?[^"]+)"', r.text)
