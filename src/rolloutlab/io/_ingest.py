@@ -88,8 +88,8 @@ def ingest(
                                    jobs=jobs)
                 )
             _check_duplicate_steps(manifest)
-            for entry in manifest["runs"].values():
-                _refresh_run(entry)
+            for rid, entry in manifest["runs"].items():
+                _refresh_run(rid, entry)
             st.commit(manifest, staging)
         except BaseException:
             remove_tree(staging)
@@ -315,11 +315,12 @@ def _check_duplicate_steps(manifest: dict[str, Any]) -> None:
                 seen[(sp, step)] = uid
 
 
-def _refresh_run(entry: dict[str, Any]) -> None:
+def _refresh_run(run_id: str, entry: dict[str, Any]) -> None:
+    """Derived fields of a run: its id and the last train step any part holds."""
     steps = [s for p in entry["parts"].values() for sp, s in p.get("max_step", {}).items() if sp == "train"]
     if steps:
         entry["run"]["last_step"] = max(steps)
-    entry["run"]["run_id"] = entry["run"].get("run_id")
+    entry["run"]["run_id"] = run_id
 
 
 def supported_formats() -> list[Importer]:

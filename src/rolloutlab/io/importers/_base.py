@@ -165,5 +165,3 @@ def register(cls: type[Importer]) -> type[Importer]:
     REGISTRY[cls.name] = cls()
     return cls
 
-
-ImporterFactory = Callable[[], Importer]
