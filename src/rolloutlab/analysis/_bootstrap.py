@@ -21,9 +21,10 @@ import numpy as np
 import numpy.typing as npt
 
 FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
 Stat = Callable[..., Any]
 
-__all__ = ["BootstrapCI", "bootstrap_ci", "diff_ci", "paired_diff_ci"]
+__all__ = ["BootstrapCI", "bootstrap_ci", "diff_ci", "paired_diff_ci", "resampled"]
 
 _CHUNK_ELEMENTS = 4_000_000  # resampled values held at once
 
@@ -66,17 +67,20 @@ def _check(level: float, n_boot: int) -> None:
         raise ValueError(f"n_boot must be >= 1, got {n_boot}")
 
 
-def _replicates(
-    values: FloatArray, stat: Stat, n_boot: int, rng: np.random.Generator
+def resampled(
+    n: int, n_boot: int, rng: np.random.Generator, reduce: Callable[[IntArray], FloatArray]
 ) -> FloatArray:
-    """stat over n_boot resamples with replacement of ``values (n,)`` -> ``(n_boot,)``."""
-    n = values.shape[0]
+    """``reduce(idx)`` over ``n_boot`` rows of indices drawn with replacement from ``range(n)``.
+
+    ``idx`` comes in ``(m, n)`` chunks of at most a few million elements (memory stays
+    bounded); ``reduce`` returns one value per row, ``(m,)``.  Shared by every bootstrap
+    of the project (plain, paired, cluster).
+    """
     chunk = max(1, _CHUNK_ELEMENTS // n)
     out = np.empty(n_boot)
     for start in range(0, n_boot, chunk):
         m = min(chunk, n_boot - start)
-        idx = rng.integers(0, n, size=(m, n))  # (m, n)
-        got = np.asarray(stat(values[idx], axis=1), dtype=np.float64)
+        got = np.asarray(reduce(rng.integers(0, n, size=(m, n))), dtype=np.float64)
         if got.shape != (m,):
             raise ValueError(
                 f"stat must reduce along axis= to one value per row, got shape {got.shape}"
@@ -84,6 +88,13 @@ def _replicates(
             )
         out[start : start + m] = got
     return out
+
+
+def _replicates(
+    values: FloatArray, stat: Stat, n_boot: int, rng: np.random.Generator
+) -> FloatArray:
+    """stat over n_boot resamples with replacement of ``values (n,)`` -> ``(n_boot,)``."""
+    return resampled(values.shape[0], n_boot, rng, lambda idx: stat(values[idx], axis=1))
 
 
 def _interval(reps: FloatArray, estimate: float, level: float) -> tuple[float, float, float]:

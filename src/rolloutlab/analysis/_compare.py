@@ -41,9 +41,10 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from ._bootstrap import BootstrapCI, bootstrap_ci, paired_diff_ci
+from ._bootstrap import BootstrapCI, bootstrap_ci, paired_diff_ci, resampled
 from ._data import RunFrame
 from ._json import plain
+from ._windows import edge_windows
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -68,8 +69,6 @@ METRICS: tuple[Metric, ...] = ("reward", "reward_all", "success")
 
 _MIN_PAIRS = 2  # common units needed to pair
 _PAIR_COVERAGE = 0.5  # ... and the share of each side's units they must make up
-_EDGE_FRAC = 0.1  # early/late windows of transfer_table: first/last 10% of steps
-_CHUNK_ELEMENTS = 4_000_000  # resampled clusters held at once
 
 
 def _as_dict(obj: Any) -> dict[str, Any]:
@@ -152,14 +151,7 @@ def _cluster_reps(
     s: FloatArray, c: FloatArray, n_boot: int, rng: np.random.Generator
 ) -> FloatArray:
     """Ratio of sums sum(s)/sum(c) over ``n_boot`` resamples of the clusters -> (n_boot,)."""
-    g = s.shape[0]
-    chunk = max(1, _CHUNK_ELEMENTS // g)
-    out = np.empty(n_boot)
-    for start in range(0, n_boot, chunk):
-        m = min(chunk, n_boot - start)
-        idx = rng.integers(0, g, size=(m, g))  # (m, g)
-        out[start : start + m] = s[idx].sum(axis=1) / c[idx].sum(axis=1)
-    return out
+    return resampled(s.shape[0], n_boot, rng, lambda idx: s[idx].sum(axis=1) / c[idx].sum(axis=1))
 
 
 def _cluster_cells(t: pd.DataFrame, col: str, keys: list[str]) -> tuple[FloatArray, FloatArray]:
@@ -705,17 +697,7 @@ def transfer_table(
                 f"no column {by!r} in {name!r}; choose one of {', '.join(frame.traj.columns)}"
             )
         t = _prepare(frame.traj, by=by)
-        steps = np.sort(t["step"].unique())
-        if len(steps) < 2:
-            raise ValueError(
-                f"arm {name!r} has {len(steps)} step(s); an early → late change needs 2"
-            )
-        e = edge_steps if edge_steps is not None else max(1, math.ceil(_EDGE_FRAC * len(steps)))
-        if not 1 <= e <= len(steps) // 2:
-            raise ValueError(
-                f"edge_steps must be in [1, {len(steps) // 2}] for arm {name!r}, got {e}"
-            )
-        early_steps, late_steps = steps[:e], steps[-e:]
+        early_steps, late_steps = edge_windows(t["step"], edge_steps, what=f"arm {name!r}")
         per_step.append(_summary(t, ["_by", "step"]).rename(columns={"_by": by}).assign(arm=name))
         for source, ts in t.groupby("_by", sort=True):
             early, late = ts[ts["step"].isin(early_steps)], ts[ts["step"].isin(late_steps)]

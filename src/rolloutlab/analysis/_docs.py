@@ -21,6 +21,7 @@ SECTIONS = [
     ("Saturation", "rolloutlab.analysis._saturation"),
     ("Entropy", "rolloutlab.analysis._entropy"),
     ("Confidence intervals", "rolloutlab.analysis._bootstrap"),
+    ("Early and late windows", "rolloutlab.analysis._windows"),
     ("Comparisons and transfer", "rolloutlab.analysis._compare"),
     ("Set-valued answers", "rolloutlab.analysis._sets"),
     ("Advantage replay", "rolloutlab.analysis._replay"),

@@ -24,6 +24,7 @@ import numpy.typing as npt
 from numpy.lib.stride_tricks import sliding_window_view
 
 from ._saturation import _clean_xy, _line_ols
+from ._windows import edge_count
 
 __all__ = [
     "EntropyCollapse",
@@ -34,11 +35,6 @@ __all__ = [
     "fit_entropy_law",
 ]
 
-_EDGE_FRAC = 0.1  # share of steps averaged for the "first" and "last" levels
-
-
-def _edge_count(n: int) -> int:
-    return max(1, math.ceil(_EDGE_FRAC * n))
 
 
 @dataclass(frozen=True)
@@ -65,7 +61,7 @@ def entropy_trend(steps: npt.ArrayLike, entropy: npt.ArrayLike) -> EntropyTrend:
     n = x.shape[0]
     if n == 0:
         raise ValueError("entropy has no finite values")
-    k = _edge_count(n)
+    k = edge_count(n)
     first, last = float(h[:k].mean()), float(h[-k:].mean())
     line = _line_ols(x, h)
     drop = (first - last) / first if first != 0 else math.nan
@@ -114,7 +110,7 @@ def detect_collapse(
     x, h = _clean_xy(steps, entropy, x_name="steps", y_name="entropy")
     if x.shape[0] == 0:
         raise ValueError("entropy has no finite values")
-    initial = float(h[: _edge_count(h.shape[0])].mean())
+    initial = float(h[: edge_count(h.shape[0])].mean())
     threshold = frac * initial
     below = h < threshold  # (n,)
     if below.shape[0] >= patience:

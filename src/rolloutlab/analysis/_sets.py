@@ -46,6 +46,7 @@ import numpy as np
 import pandas as pd
 
 from ._compare import _as_dict
+from ._windows import edge_windows
 
 __all__ = [
     "SET_COLUMNS",
@@ -57,7 +58,6 @@ __all__ = [
 ]
 
 SET_COLUMNS = ("step", "traj_id", "level", "predicted", "gold")
-_EDGE_FRAC = 0.1  # early/late windows: first/last 10% of steps, at least one
 _MIN_GAIN = 0.01  # a micro-F1 rise below this is "no_gain"
 
 
@@ -276,17 +276,8 @@ def cardinality_explains(sets: pd.DataFrame, *, edge_steps: int | None = None) -
     c = _counts(sets)
     summary, per_step = [], []
     for level, cl in c.groupby("level", sort=True):
-        steps = np.sort(cl["step"].unique())
-        if len(steps) < 2:
-            raise ValueError(
-                f"level {level!r} has {len(steps)} step(s); an early → late change needs 2"
-            )
-        e = edge_steps if edge_steps is not None else max(1, math.ceil(_EDGE_FRAC * len(steps)))
-        if not 1 <= e <= len(steps) // 2:
-            raise ValueError(
-                f"edge_steps must be in [1, {len(steps) // 2}] for level {level!r}, got {e}"
-            )
-        early, late = cl[cl["step"].isin(steps[:e])], cl[cl["step"].isin(steps[-e:])]
+        early_steps, late_steps = edge_windows(cl["step"], edge_steps, what=f"level {level!r}")
+        early, late = cl[cl["step"].isin(early_steps)], cl[cl["step"].isin(late_steps)]
         n_pred_early = float(early["n_pred"].sum())
         p0 = float(early["tp"].sum()) / n_pred_early if n_pred_early > 0 else math.nan
         f_early, f_late = _micro_f1(early), _micro_f1(late)
@@ -304,10 +295,10 @@ def cardinality_explains(sets: pd.DataFrame, *, edge_steps: int | None = None) -
         summary.append(
             {
                 "level": level,
-                "early_first": steps[0],
-                "early_last": steps[e - 1],
-                "late_first": steps[-e],
-                "late_last": steps[-1],
+                "early_first": early_steps[0],
+                "early_last": early_steps[-1],
+                "late_first": late_steps[0],
+                "late_last": late_steps[-1],
                 "early_f1": f_early,
                 "late_f1": f_late,
                 "f1_cardinality_only": f_cf,
