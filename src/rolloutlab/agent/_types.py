@@ -1,0 +1,118 @@
+"""The seams of the agent loop: policies, tokenizers, and what an episode yields for training.
+
+Token-in, token-out is an invariant: the loop keeps the exact token ids a policy sampled
+and the sampler's log-probabilities, appends observation tokens with loss mask 0, and never
+re-tokenises decoded text to rebuild the history.  A policy that cannot give token ids
+(a hosted API without them) still runs episodes for evaluation, but its episodes carry no
+:class:`TokenSample` and cannot be trained on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from rolloutlab.envs import Message, ToolInvocation
+from rolloutlab.schema import Trajectory
+
+FinishReason = Literal["stop", "length", "tool_calls", "error"]
+
+
+@runtime_checkable
+class ChatTokenizer(Protocol):
+    """Renders chat messages to token ids (a chat template) and decodes ids to text."""
+
+    eos_token_id: int
+    """The token that ends an assistant turn."""
+
+    def render(self, messages: Sequence[Message], *, add_generation_prompt: bool) -> list[int]:
+        """Token ids of ``messages`` under the chat template; with ``add_generation_prompt``
+        the ids end where the assistant's reply begins."""
+        ...
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """Text of ``ids`` (special tokens removed)."""
+        ...
+
+
+@dataclass(frozen=True)
+class GenerateRequest:
+    """One call to a policy: continue this conversation."""
+
+    messages: tuple[Message, ...]
+    """The conversation so far (for text-only backends and for logging)."""
+    prompt_ids: tuple[int, ...] | None
+    """Token-in: the exact ids to continue.  ``None`` for policies without a tokenizer."""
+    max_tokens: int
+    """Per-turn token cap (the trainer may change it per step)."""
+    temperature: float = 1.0
+    top_p: float = 1.0
+    tools: tuple[dict[str, Any], ...] = ()
+    """OpenAI tool schemas offered to the model."""
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+
+
+@dataclass(frozen=True)
+class Generation:
+    """What a policy produced for one request."""
+
+    text: str
+    """The reply as text (decoded from ``token_ids`` when those exist)."""
+    token_ids: tuple[int, ...] | None
+    """Token-out: the exact sampled ids, ending with EOS when the reply stopped there."""
+    logprobs: tuple[float, ...] | None
+    """The sampler's log-probability of each sampled id (same length as ``token_ids``)."""
+    finish_reason: FinishReason
+    tool_calls: tuple[ToolInvocation, ...] = ()
+    """Tool calls the endpoint parsed itself (OpenAI ``tool_calls``); empty otherwise."""
+    policy_version: int | None = None
+    """Version of the weights that sampled it (the trainer's step), when known."""
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """Anything that answers a conversation: an endpoint, a local model, a script."""
+
+    name: str
+    tokenizer: ChatTokenizer | None
+    """Present when the policy works in token ids (required for training)."""
+
+    async def generate(self, request: GenerateRequest) -> Generation: ...
+
+    async def close(self) -> None: ...
+
+
+@dataclass
+class TokenSample:
+    """One training sample: prompt ids, then response ids with a loss mask.
+
+    Invariants (checked by the loop, relied on by the trainer):
+    ``len(response_ids) == len(loss_mask) == len(sampler_logprobs) == len(turn_index)``;
+    ``loss_mask[i] == 1`` exactly for tokens the policy sampled; observation tokens (what the
+    environment said, and template tokens around it) have mask 0 and logprob 0.0.
+    An episode is one sample unless the chat template rewrote earlier turns (then a new
+    sample starts at that turn, its prompt being the re-rendered history)."""
+
+    prompt_ids: list[int]
+    response_ids: list[int]
+    loss_mask: list[int]
+    sampler_logprobs: list[float]
+    turn_index: list[int]
+    """Per response token: the turn it belongs to (per-turn advantages, GiGPO step groups)."""
+    first_turn: int = 0
+    """Index of the first turn in this sample."""
+
+
+@dataclass
+class Episode:
+    """One finished episode: its record in the run format, and what training needs."""
+
+    trajectory: Trajectory
+    samples: list[TokenSample] = field(default_factory=list)
+    """Token-level samples; empty when the policy has no tokenizer or the episode failed."""
+    turn_rewards: list[float | None] = field(default_factory=list)
+    """Per-turn (process) rewards as the environment gave them (None: none given)."""
+    anchors: list[str | None] = field(default_factory=list)
+    """Per-turn anchor observation (GiGPO), None where the environment gives none."""

@@ -1,0 +1,1 @@
+"""Built-in environments, offline and CPU-only.  Importing this package registers them."""
