@@ -15,7 +15,14 @@ from rolloutlab.envs._core import (
     info_to_json,
     termination_of,
 )
-from rolloutlab.envs._registry import ENVS, UnknownEnvError, get_env_spec, known_envs, make_env, register_env
+from rolloutlab.envs._registry import (
+    ENVS,
+    UnknownEnvError,
+    get_env_spec,
+    known_envs,
+    make_env,
+    register_env,
+)
 
 __all__ = [
     "ENVS",
