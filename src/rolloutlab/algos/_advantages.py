@@ -16,6 +16,24 @@ group of one        verl convention: mean 0, std 1, so the advantage is r / (1 +
                     (GRPO), r (Dr. GRPO, REINFORCE++-baseline); RLOO gives 0
 constant group      advantage exactly 0 (verl leaves rounding residue / eps)
 ==================  =================================================================
+
+Loss reductions (:func:`agg_loss` and the four functions it dispatches to) follow verl
+``verl/trainer/ppo/core_algos.py::agg_loss`` as of verl 0.7.0 (unchanged at 0.8.0.dev),
+for one data-parallel rank, with the global sizes taken from the batch given.  History
+that matters when comparing with older runs: up to 0.6.0 the two seq-mean modes divided
+by all B sequences, and a fully masked sequence made ``seq-mean-token-mean`` NaN (0 / 0);
+since 0.6.1 fully masked sequences are left out of the sequence count (loss
+``[[1, 1], [5, 5]]``, mask ``[[1, 1], [0, 0]]`` gives 1 for seq-mean-token-mean and 2
+for seq-mean-token-sum); up to 0.6.1 ``token-mean`` added 1e-8 to its denominator, since
+0.7.0 it divides by the exact token count.  Departures, the same in every mode:
+
+- loss values at masked positions are replaced by 0 before any sum, so NaN/inf in
+  padding never leaks (verl guards only ``token-mean`` and the sum over sequences,
+  through ``masked_sum``; its per-sequence ``sum(loss * mask)`` turns NaN padding into
+  a NaN loss);
+- a batch with no unmasked token returns 0.0 where verl divides 0 by 0 (NaN);
+- ``seq-mean-token-mean`` divides by the exact per-sequence token count (verl adds 1e-8,
+  a relative difference below 1e-8).
 """
 
 from __future__ import annotations
@@ -286,15 +304,16 @@ def _loss_and_mask(loss: npt.ArrayLike, mask: npt.ArrayLike) -> tuple[FloatArray
     if x.ndim != 2 or m.shape != x.shape:
         raise ValueError(f"loss and mask must both be (B, L); got {x.shape} and {m.shape}")
     # np.where, not x * m: padding positions may hold NaN/inf and must not leak
-    return np.where(m != 0, x * m, 0.0), m
+    return np.where(m != 0, x, 0.0) * m, m
 
 
 def token_mean(loss: npt.ArrayLike, mask: npt.ArrayLike) -> float:
     """Mean over every unmasked token of the batch: ``sum(loss * mask) / sum(mask)``.
 
     Reference: verl ``core_algos.py::agg_loss`` mode ``"token-mean"`` (DAPO's
-    token-level loss).  Departs from verl: exact division (verl adds 1e-8 to the
-    denominator) and an all-masked batch returns 0.0.  Shapes: ``(B, L)`` -> scalar.
+    token-level loss); since verl 0.7.0 the denominator is the exact token count
+    (earlier versions added 1e-8).  Departs from verl: an all-masked batch returns
+    0.0 (verl: 0 / 0).  Shapes: ``(B, L)`` -> scalar.
     """
     x, m = _loss_and_mask(loss, mask)
     denom = float(m.sum())
@@ -302,28 +321,36 @@ def token_mean(loss: npt.ArrayLike, mask: npt.ArrayLike) -> float:
 
 
 def seq_mean_token_sum(loss: npt.ArrayLike, mask: npt.ArrayLike) -> float:
-    """Mean over sequences of the per-sequence token sum: ``mean_b sum_t loss * mask``.
+    """Mean over non-empty sequences of the per-sequence token sum.
 
-    Reference: verl ``agg_loss`` mode ``"seq-mean-token-sum"``.  Shapes: ``(B, L)``
-    -> scalar; ``B = 0`` returns 0.0.
+    ``sum_b [n_b > 0] sum_t loss * mask / #{b : n_b > 0}`` with ``n_b`` the
+    unmasked token count of sequence ``b``.  Reference: verl ``agg_loss`` mode
+    ``"seq-mean-token-sum"``; since verl 0.6.1 a fully masked sequence is left out
+    of the sequence count (up to 0.6.0 it counted, with sum 0).  Departs from verl:
+    NaN in padding never leaks, and a batch with no unmasked token returns 0.0.
+    Shapes: ``(B, L)`` -> scalar.
     """
-    x, _ = _loss_and_mask(loss, mask)
-    return float(x.sum(axis=1).mean()) if x.shape[0] else 0.0
+    x, m = _loss_and_mask(loss, mask)
+    live = m.sum(axis=1) > 0  # (B,) sequences with at least one unmasked token
+    n_seq = int(live.sum())
+    return float(x.sum(axis=1)[live].sum()) / n_seq if n_seq else 0.0
 
 
 def seq_mean_token_mean(loss: npt.ArrayLike, mask: npt.ArrayLike) -> float:
-    """Mean over sequences of the per-sequence token mean (original GRPO objective).
+    """Mean over non-empty sequences of the per-sequence token mean (original GRPO).
 
-    Reference: verl ``agg_loss`` mode ``"seq-mean-token-mean"``.  Departs from verl:
-    a sequence with no unmasked token contributes 0 (verl produces NaN) but still
-    counts in the sequence mean.  Shapes: ``(B, L)`` -> scalar.
+    ``mean_{b : n_b > 0} (sum_t loss * mask / n_b)``.  Reference: verl ``agg_loss``
+    mode ``"seq-mean-token-mean"``; since verl 0.6.1 a fully masked sequence is left
+    out of the sequence count (up to 0.6.0 it made the loss NaN).  Departs from
+    verl: exact per-sequence division (verl adds 1e-8), NaN in padding never leaks,
+    and a batch with no unmasked token returns 0.0.  Shapes: ``(B, L)`` -> scalar.
     """
     x, m = _loss_and_mask(loss, mask)
-    if x.shape[0] == 0:
-        return 0.0
     n_tok = m.sum(axis=1)  # (B,)
-    per_seq = np.divide(x.sum(axis=1), n_tok, out=np.zeros(x.shape[0]), where=n_tok > 0)
-    return float(per_seq.mean())
+    live = n_tok > 0
+    if not live.any():
+        return 0.0
+    return float(np.mean(x.sum(axis=1)[live] / n_tok[live]))
 
 
 def seq_mean_token_sum_norm(
@@ -334,10 +361,11 @@ def seq_mean_token_sum_norm(
     Reference: verl ``agg_loss`` mode ``"seq-mean-token-sum-norm"``, the Dr. GRPO
     loss (Liu et al. 2025), which replaces the per-sequence 1/|o_i| by a constant so
     that long wrong answers are not under-penalised.  verl uses ``C = L`` (the padded
-    response length of the batch) and notes it should be constant over training;
-    pass ``norm_constant`` (e.g. the generation budget ``max_response_length``) to
-    make it so.  As in verl the sum is over sequences, not a mean (scale ~B times
-    ``seq_mean_token_sum`` / C).  Shapes: ``(B, L)`` -> scalar.
+    response length of the batch) unless given ``loss_scale_factor``, and notes it
+    should be constant over training; pass ``norm_constant`` (e.g. the generation
+    budget ``max_response_length``) to make it so.  As in verl the sum is over
+    sequences, not a mean (scale ~B times ``seq_mean_token_sum`` / C).  Departs from
+    verl: NaN in padding never leaks.  Shapes: ``(B, L)`` -> scalar.
     """
     x, _ = _loss_and_mask(loss, mask)
     c = float(x.shape[1]) if norm_constant is None else float(norm_constant)
@@ -353,7 +381,14 @@ def agg_loss(
     *,
     norm_constant: float | None = None,
 ) -> float:
-    """Dispatch on verl's ``loss_agg_mode`` strings (see the four functions above)."""
+    """Reduce a ``(B, L)`` loss matrix to a scalar as verl's ``loss_agg_mode`` does.
+
+    Dispatches to :func:`token_mean`, :func:`seq_mean_token_sum`,
+    :func:`seq_mean_token_mean` and :func:`seq_mean_token_sum_norm` (verl >= 0.7.0
+    semantics, one data-parallel rank; departures listed in those functions).
+    ``norm_constant`` is verl's ``loss_scale_factor`` and is used only by
+    ``"seq-mean-token-sum-norm"``.
+    """
     if mode == "token-mean":
         return token_mean(loss, mask)
     if mode == "seq-mean-token-sum":
