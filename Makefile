@@ -11,6 +11,7 @@ DEMO := out/demo
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q torch==2.13.0  # the CPU build first: anything unpinned would fetch CUDA
 	$(BIN)/pip install -q -e '.[test]'
 	touch $(STAMP)
 
