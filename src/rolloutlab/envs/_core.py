@@ -166,6 +166,9 @@ class EnvSpec:
     tools: tuple[Callable[..., Any], ...] = ()
     """Plain typed Python functions the agent may call (OpenAI tool schemas come from their
     signatures and docstrings, see :func:`tool_schema`)."""
+    tool_specs: tuple[dict[str, Any], ...] = ()
+    """OpenAI tool schemas given directly, for tools that are not Python functions here
+    (a remote environment's).  The agent offers these plus the schemas of ``tools``."""
     has_anchor: bool = False
     """Observations carry ``anchor`` (GiGPO step-level groups need it)."""
     requires: tuple[str, ...] = ()
