@@ -60,7 +60,7 @@ def test_multi_turn_output_split_into_turns(tmp_path: Path, ingest_one) -> None:
 
 
 def test_split_turns_single() -> None:
-    assert [t.action for t in split_turns("just an answer\nwith lines")] == ["just an answer\nwith lines"]
+    assert [t.action for t in split_turns("just an answer\nwith lines").turns] == ["just an answer\nwith lines"]
 
 
 def test_metrics_file_logger_and_console(tmp_path: Path, ingest_one) -> None:
@@ -120,4 +120,114 @@ def test_fast_and_line_by_line_readers_agree(tmp_path: Path, monkeypatch: pytest
     fast, slow = rolloutlab.open_store(tmp_path / "fast"), rolloutlab.open_store(tmp_path / "slow")
     assert fast.sql(q).fetchall() == slow.sql(q).fetchall()
     assert fast.sql(qt).fetchall() == slow.sql(qt).fetchall()
-    assert len(fast.sql(qt).fetchall()) == 6  # 3 multi-turn rows × 2 turns
+    assert len(fast.sql(qt).fetchall()) == 3 * 2 + 9  # 3 two-turn rows, 9 single-turn rows
+
+
+# -- turn splitting: no invented last turn (issue 7, item 1) -----------------------------
+
+def test_text_after_last_assistant_is_no_new_turn() -> None:
+    # an episode cut after a tool reply: the reply is the last turn's final observation
+    out = "<search>q</search>\nuser\n<information>d1</information>\nassistant\n<search>q2</search>\nuser\n<information>d2</information>"
+    s = split_turns(out)
+    assert [t.action for t in s.turns] == ["<search>q</search>", "<search>q2</search>"]
+    assert all(t.action is not None for t in s.turns)
+    assert s.final_observation == "<information>d2</information>"
+
+
+def test_model_written_user_line_stays_model_text() -> None:
+    # the model went on past its turn and wrote a user line itself: nothing answered a call
+    # and the environment never spoke in user lines, so the text is the model's, verbatim
+    out = "first\nassistant\nsecond answer\nuser\nthanks, and also..."
+    s = split_turns(out)
+    assert len(s.turns) == 2
+    assert s.turns[1].action == "second answer\nuser\nthanks, and also..."
+    assert s.final_observation is None
+    assert all(t.observation is None for t in s.turns)
+
+
+def test_tool_role_tail_is_environment() -> None:
+    s = split_turns("a\ntool\nresult 1\nassistant\nb\ntool\nresult 2")
+    assert [t.action for t in s.turns] == ["a", "b"]
+    assert s.turns[1].observation == "result 1"
+    assert s.final_observation == "result 2"
+
+
+def test_num_turns_is_number_of_assistant_segments(tmp_path: Path, ingest_one) -> None:
+    d = tmp_path / "cut"
+    d.mkdir()
+    outs = ["a\nassistant\nb\ntool\nr",                     # 2 assistant segments + a tool reply
+            "a\nuser\no\nassistant\nb\nuser\nc\nassistant\nd\nuser\nlate",  # 3 + a reply
+            "a\nassistant\nb\nuser\nmine"]                  # 2; the tail is the model's
+    (d / "1.jsonl").write_bytes(b"".join(verl_line(1, "p", 1.0, output=o) + b"\n" for o in outs))
+    _, st = ingest_one(d)
+    assert st.sql("SELECT num_turns FROM trajectories ORDER BY traj_id").fetchall() == [(2,), (3,), (2,)]
+    assert st.sql("SELECT count(*) FROM texts WHERE turn_idx >= 0 AND action IS NULL").fetchall() == [(0,)]
+    fin = st.sql("SELECT json_extract_string(extras, '$.final_observation') FROM texts WHERE turn_idx = -1 "
+                 "ORDER BY traj_id").fetchall()
+    assert fin == [("r",), ("late",), (None,)]
+
+
+# -- every trajectory has its turn rows (item 2) --------------------------------------
+
+def test_single_turn_dump_has_one_turn_row_each(tmp_path: Path, ingest_one) -> None:
+    src = write_verl(tmp_path / "rollouts", {1: [[1, 0, 0, 1]]})
+    _, st = ingest_one(src)  # the fixture checks the turn-row rule on every ingest
+    assert st.sql("SELECT count(*), sum(num_turns) FROM trajectories").fetchall() == [(4, 4)]
+    assert st.sql("SELECT count(*), min(turn_idx), max(turn_idx) FROM turns").fetchall() == [(4, 0, 0)]
+    # the action of a single turn is the response, stored once (docs/store.md § Turn rows)
+    assert st.sql("SELECT count(*) FROM texts WHERE turn_idx = 0 AND action IS NULL").fetchall() == [(4,)]
+
+
+def test_single_turn_rows_in_skip_mode_and_slow_path(tmp_path: Path, ingest_one) -> None:
+    d = tmp_path / "bad"
+    d.mkdir()
+    (d / "1.jsonl").write_bytes(verl_line(1, "p", 1.0) + b"\n{not json\n" + verl_line(1, "p", 0.0) + b"\n")
+    report, st = ingest_one(d, on_error="skip")
+    assert report.rejects == 1
+    assert st.sql("SELECT count(*) FROM turns").fetchall() == [(2,)]
+
+
+# -- Hermes tool calls (item 3) ---------------------------------------------------------
+
+_HERMES = (
+    'Let me look.\n<tool_call>\n{"name": "search", "arguments": {"query": "capital of France"}}\n</tool_call>'
+    '\nuser\n<tool_response>\nParis is the capital.\n</tool_response>\nassistant\n'
+    '<tool_call>\n{"name": "calc", "arguments": {"x": 1}}\n</tool_call>\n'
+    '<tool_call>\n{"name": "calc", "arguments": {"x": 2}}\n</tool_call>'
+    '\nuser\n<tool_response>\n1\n</tool_response>\n<tool_response>\n2\n</tool_response>'
+    '\nassistant\nThe answer is Paris.'
+)
+
+
+def test_hermes_tool_calls_and_responses() -> None:
+    s = split_turns(_HERMES)
+    assert len(s.turns) == 3
+    assert s.turns[0].tool_calls == [{"name": "search", "arguments": '{"query":"capital of France"}',
+                                      "result": "Paris is the capital."}]
+    assert [(c["name"], c["arguments"], c["result"]) for c in s.turns[1].tool_calls] == [
+        ("calc", '{"x":1}', "1"), ("calc", '{"x":2}', "2")]
+    assert s.turns[2].tool_calls == []
+    assert s.final_observation is None
+
+
+def test_hermes_single_turn_cut_after_tool_reply() -> None:
+    out = '<tool_call>\n{"name": "ls", "arguments": {}}\n</tool_call>\nuser\n<tool_response>\na.txt\n</tool_response>'
+    s = split_turns(out)
+    assert len(s.turns) == 1
+    assert s.turns[0].tool_calls == [{"name": "ls", "arguments": "{}", "result": "a.txt"}]
+    assert s.final_observation == "<tool_response>\na.txt\n</tool_response>"
+
+
+def test_hermes_malformed_call_marks_action_invalid() -> None:
+    s = split_turns("<tool_call>\n{not json}\n</tool_call>")
+    assert s.turns[0].tool_calls == [] and s.turns[0].action_valid is False
+
+
+def test_hermes_calls_stored(tmp_path: Path, ingest_one) -> None:
+    d = tmp_path / "h"
+    d.mkdir()
+    (d / "1.jsonl").write_bytes(verl_line(1, "p", 1.0, output=_HERMES) + b"\n" + verl_line(1, "p", 0.0) + b"\n")
+    _, st = ingest_one(d)
+    assert st.sql("SELECT tool_calls FROM trajectories ORDER BY traj_id").fetchall() == [(3,), (0,)]
+    calls = st.sql("SELECT tool_calls FROM texts WHERE turn_idx = 0 AND traj_id = 'train/1/1'").fetchall()[0][0]
+    assert orjson.loads(calls)[0]["result"] == "Paris is the capital."

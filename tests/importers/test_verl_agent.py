@@ -262,3 +262,18 @@ def test_missing_output_names_file_and_line(tmp_path: Path, ingest_one) -> None:
     assert "missing required field 'output'" in e.value.message
     assert st.sql("SELECT count(*) FROM trajectories").fetchall() == [(4,)]
     assert open_store(tmp_path / "store").sql("SELECT count(*) FROM trajectories").fetchall() == [(4,)]  # unchanged
+
+
+def test_hermes_tool_calls_with_results_from_next_observation(tmp_path: Path, ingest_one) -> None:
+    call = '<tool_call>\n{"name": "search", "arguments": {"q": "%s"}}\n</tool_call>'
+    episode = [("find it", call % "a", True), ("<tool_response>\nnothing\n</tool_response>", call % "b", True),
+               ("<tool_response>\nfound b\n</tool_response>", "done: b", True)]
+    src = tmp_path / "tools"
+    write_dump(src, 1, [[(episode, 1.0), ([("find it", "give up", True)], 0.0)]])
+    _, st = ingest_one(src, format="verl-agent")
+    assert st.sql("SELECT num_turns, tool_calls FROM trajectories ORDER BY num_turns").fetchall() == [(1, 0), (3, 2)]
+    rows = st.sql("SELECT turn_idx, tool_calls FROM texts WHERE turn_idx >= 0 AND tool_calls IS NOT NULL "
+                  "ORDER BY turn_idx").fetchall()
+    assert [(i, orjson.loads(c)) for i, c in rows] == [
+        (0, [{"name": "search", "arguments": '{"q":"a"}', "result": "nothing"}]),
+        (1, [{"name": "search", "arguments": '{"q":"b"}', "result": "found b"}])]

@@ -84,6 +84,16 @@ def to_text(value: Any) -> str | None:
     return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS, default=str).decode()
 
 
+MAX_EMPTY_TURNS = 100_000
+"""The most turn rows a bare ``num_turns`` (without the turns) may ask for."""
+
+
+def _check_empty_turns(n: int) -> int:
+    if n > MAX_EMPTY_TURNS:
+        raise RecordError(f"num_turns is {n} without any turn data; more than {MAX_EMPTY_TURNS} is not plausible")
+    return n
+
+
 def anchor_hash(text: str | None) -> int | None:
     if text is None:
         return None
@@ -171,6 +181,11 @@ class PartSink:
         n_turns = as_int(num_turns, "num_turns")
         if n_turns is None and turns:
             n_turns = len(turns)
+        elif n_turns is not None and turns and n_turns != len(turns):
+            raise RecordError(f"num_turns is {n_turns} but {len(turns)} turns were given")
+        # num_turns = n means n turn rows (docs/store.md § Turn rows): a count without the
+        # turns' content gives n empty rows.
+        rows = turns if turns or not n_turns else [TurnData() for _ in range(_check_empty_turns(n_turns))]
         n_tools = as_int(tool_calls, "tool_calls")
         if n_tools is None and turns:
             n_tools = sum(len(t.tool_calls) for t in turns)
@@ -205,7 +220,7 @@ class PartSink:
         c["response_chars"].append(len(response) if response is not None else None)
         self._text(split, step_i, traj_id, -1, prompt=prompt_text, response=response, error=error,
                    extras=to_text(dict(extras)) if extras else None)
-        for i, t in enumerate(turns):
+        for i, t in enumerate(rows):
             self._turn(split, step_i, traj_id, i, t)
         self.traj_ids.add(traj_id)
         self.steps.add((split, step_i))
@@ -215,14 +230,17 @@ class PartSink:
 
     def add_trajectories(self, lines: Sequence[int], columns: Mapping[str, Sequence[Any]],
                          turns: Mapping[int, Sequence[TurnData]] | None = None) -> None:
-        """Append many single-turn trajectories at once, column by column.
+        """Append many trajectories at once, column by column.
 
         The fast path for dump formats with one trajectory per line (verl): the same
         checks as :meth:`add_trajectory`, done per column.  ``columns`` holds any of
         ``traj_id, step, split, group_id, sample_idx, task_id, data_source, prompt,
-        response, reward, success, num_turns``, and ``reward_components`` / ``extras``
-        (one dict per row); ``lines`` the source line of each row, so that an error still
-        names its line.  ``turns`` maps a row index to its turns where there are several.
+        response, reward, success``, and ``reward_components`` / ``extras`` (one dict
+        per row); ``lines`` the source line of each row, so that an error still names its
+        line.  ``turns`` maps a row index to its turns; a row without an entry is one
+        turn whose action is the whole response, written with its action text null so
+        the text is stored once (docs/store.md § Turn rows).  ``num_turns`` is counted
+        here, never taken from the caller.
         """
         n = len(lines)
         rewards = list(columns.get("reward", [None] * n))
@@ -277,14 +295,22 @@ class PartSink:
         c["run_id"].extend([self.run_id] * n)
         c["split"].extend(splits)
         c["step"].extend(steps)
-        for name in ("group_id", "sample_idx", "task_id", "data_source", "success", "num_turns"):
+        turns = turns or {}
+        for name in ("group_id", "sample_idx", "task_id", "data_source", "success"):
             c[name].extend(columns.get(name, none))
+        c["num_turns"].extend([len(turns[i]) if i in turns else 1 for i in range(n)])
         c["traj_id"].extend(ids)
         c["reward"].extend(rewards)
         c["reward_components"].extend(comps)
         c["graded"].extend([v is not None for v in rewards])
-        for name in ("termination", "prompt_tokens", "response_tokens", "tool_calls", "invalid_actions"):
+        for name in ("termination", "prompt_tokens", "response_tokens"):
             c[name].extend(none)
+        # The calls the turns hold, as add_trajectory counts them (a single turn: none).
+        n_calls = {i: sum(len(t.tool_calls) for t in ts) for i, ts in turns.items()}
+        c["tool_calls"].extend([n_calls.get(i, 0) for i in range(n)])
+        c["invalid_actions"].extend([sum(t.action_valid is False for t in turns[i])
+                                     if i in turns and any(t.action_valid is not None for t in turns[i]) else None
+                                     for i in range(n)])
         c["prompt_chars"].extend([None if p is None else len(p) for p in prompts])
         c["response_chars"].extend([None if r is None else len(r) for r in responses])
         tx = self._cols["texts"]
@@ -299,14 +325,38 @@ class PartSink:
         for name in ("error", "observation", "anchor_obs", "thought", "action", "parsed_action", "tool_calls"):
             tx[name].extend(none)
         self.counts["texts"] += n
-        for i, ts in (turns or {}).items():
+        for i, ts in turns.items():
             for j, t in enumerate(ts):
                 self._turn(splits[i], steps[i], ids[i], j, t)
+        one = [i for i in range(n) if i not in turns] if turns else range(n)
+        self._single_turns([splits[i] for i in one], [steps[i] for i in one], [ids[i] for i in one])
         self.traj_ids.update(ids)
         self.steps.update(zip(splits, steps, strict=True))
         self.counts["trajectories"] += n
         if len(c["traj_id"]) >= self.batch_rows:
             self.flush()
+
+    def _single_turns(self, splits: list[str], steps: list[int], ids: list[str]) -> None:
+        """Turn 0 of single-turn trajectories whose action is their response: numbers
+        unknown, no tool calls, texts null (the action is the response, stored once)."""
+        k = len(ids)
+        if not k:
+            return
+        none = [None] * k
+        c = self._cols["turns"]
+        for name, values in (("run_id", [self.run_id] * k), ("split", splits), ("step", steps), ("traj_id", ids),
+                             ("turn_idx", [0] * k), ("num_tool_calls", [0] * k)):
+            c[name].extend(values)
+        for name in ("reward", "action_valid", "done", "tokens", "entropy", "anchor_hash"):
+            c[name].extend(none)
+        tx = self._cols["texts"]
+        for name, values in (("run_id", [self.run_id] * k), ("split", splits), ("step", steps), ("traj_id", ids),
+                             ("turn_idx", [0] * k)):
+            tx[name].extend(values)
+        for name in _TEXT[5:]:
+            tx[name].extend(none)
+        self.counts["turns"] += k
+        self.counts["texts"] += k
 
     def _turn(self, split: str, step: int, traj_id: str, idx: int, t: TurnData) -> None:
         c = self._cols["turns"]

@@ -33,8 +33,9 @@ Inferred, not read:
   ``num_generations`` completions consecutively); ``task_id`` is a hash of the prompt,
   so the same prompt is the same task across steps; ``sample_idx`` the order within
   its group;
-- **turns**: a tool-using completion is split at the role words left by decoding
-  (as for verl).
+- **turns**: a tool-using completion is split at the role words left by decoding,
+  with its Hermes ``<tool_call>`` blocks as tool calls (as for verl); every completion
+  is at least one turn.
 
 Not recoverable: the split of a completions file (files written during evaluation
 look the same; all are read as ``train``), token counts, termination, reward weights.
@@ -287,7 +288,10 @@ class TrlImporter(Importer):
         turns: list[TurnData]
         if isinstance(completion, str):
             response: str | None = completion
-            turns = split_turns(completion)
+            split_out = split_turns(completion)
+            turns = split_out.turns
+            if split_out.final_observation is not None:
+                extras["final_observation"] = split_out.final_observation
         elif isinstance(completion, list):
             chat = chat_turns(to_msgs(completion))
             turns, response = chat.turns, chat.response
@@ -325,7 +329,7 @@ class TrlImporter(Importer):
             graded=bool(comps),
             num_turns=len(turns),
             extras=extras,
-            turns=turns if len(turns) > 1 or turns[0].tool_calls else None,
+            turns=turns,
         )
 
 

@@ -20,9 +20,17 @@ Inferred, not read (verl writes none of these):
 - **success**: ``acc`` when it is present and boolean-like, else unknown (null);
 - **turns**: role words survive special-token stripping (``"\\nuser\\n"``,
   ``"\\nassistant\\n"``, ``"\\ntool\\n"``), so a flattened multi-turn ``output`` is split
-  at those words into assistant turns and the environment replies between them.  A
-  response that itself contains such a line would be split there too; single-turn
-  outputs are one turn.
+  at those words: one turn per assistant segment (``num_turns`` is their number), the
+  environment replies between them the next turn's observation.  Text after the last
+  assistant segment is no turn: the environment's reply to it is ``final_observation``
+  in extras, and a ``user`` line nothing prompted (the model writing past its turn)
+  stays in the last action (:func:`split_turns` gives the rule).  A response that
+  itself contains such a line would be split there too; an output without role words
+  is one turn, its action the response (stored once: its turn's ``action`` text is
+  null);
+- **tool calls**: Hermes ``<tool_call>{json}</tool_call>`` blocks (the Qwen templates'
+  format) in a turn are its calls, and the ``<tool_response>`` blocks that follow are
+  their results, in order; a block that is not a JSON call marks the action invalid.
 
 Not recoverable: token counts (only text is dumped), termination reasons, per-turn
 rewards, run config (verl keeps it in Hydra's ``.hydra/config.yaml``, read when it lies
@@ -33,6 +41,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +59,7 @@ from rolloutlab.io.importers._base import (
     register,
     require,
 )
+from rolloutlab.io.importers._hermes import answer_calls, has_tool_response, tool_calls_in
 
 _STEP_FILE = re.compile(r"^(\d+)\.jsonl$")
 _CONSOLE = re.compile(rb"^\s*(?:\(\w+(?: pid=\d+)?\)\s*)?step:(\d+)\s+-\s+(.*)$")
@@ -159,11 +169,11 @@ class VerlImporter(Importer):
         group_sizes: dict[str, int] = {}
         hashes: dict[str, str] = {}
         names = ("traj_id", "step", "split", "group_id", "sample_idx", "task_id", "data_source", "prompt",
-                 "response", "reward", "reward_components", "success", "extras", "num_turns")
+                 "response", "reward", "reward_components", "success", "extras")
         cols: dict[str, list[Any]] = {k: [] for k in names}
         lines: list[int] = []
         turns: dict[int, list[TurnData]] = {}
-        c_id, c_step, c_split, c_group, c_idx, c_task, c_ds, c_prompt, c_resp, c_reward, c_comps, c_succ, c_extras, c_turns = cols.values()
+        c_id, c_step, c_split, c_group, c_idx, c_task, c_ds, c_prompt, c_resp, c_reward, c_comps, c_succ, c_extras = cols.values()
         for lineno, rec in ctx.jsonl(path):
             try:
                 prompt = rec["input"]
@@ -209,9 +219,11 @@ class VerlImporter(Importer):
                 else:
                     extras[k] = v
             acc = rec.get("acc")
-            turn_list = split_turns(output)
-            if len(turn_list) > 1:
-                turns[len(lines)] = turn_list
+            split_out = split_turns(output)
+            if _needs_turn_rows(split_out, output):
+                turns[len(lines)] = split_out.turns
+            if split_out.final_observation is not None:
+                extras["final_observation"] = split_out.final_observation
             ds = rec.get("data_source")
             lines.append(lineno)
             c_id.append(f"{split}/{step}/{lineno}")
@@ -227,12 +239,11 @@ class VerlImporter(Importer):
             c_comps.append(comps)
             c_succ.append(bool(acc) if type(acc) is bool or acc in (0, 1) else None)
             c_extras.append(extras)
-            c_turns.append(len(turn_list))
             if len(lines) >= 2048:
                 self._emit(path, sink, ctx, lines, cols, turns)
                 lines, turns = [], {}
                 cols = {k: [] for k in names}
-                c_id, c_step, c_split, c_group, c_idx, c_task, c_ds, c_prompt, c_resp, c_reward, c_comps, c_succ, c_extras, c_turns = cols.values()
+                c_id, c_step, c_split, c_group, c_idx, c_task, c_ds, c_prompt, c_resp, c_reward, c_comps, c_succ, c_extras = cols.values()
         if lines:
             self._emit(path, sink, ctx, lines, cols, turns)
         if not group_sizes:
@@ -291,19 +302,19 @@ class VerlImporter(Importer):
         succ = [bool(a) if type(a) is bool or a in (0, 1) else None for a in (r.get("acc") for r in recs)]
         ds = [d if type(d) is str else None for d in (r.get("data_source") for r in recs)]
         turns: dict[int, list[TurnData]] = {}
-        num_turns = [1] * n
         for i, o in enumerate(outputs):
-            if "\nassistant\n" in o:
-                ts = split_turns(o)
-                if len(ts) > 1:
-                    turns[i] = ts
-                num_turns[i] = len(ts)
+            if any(m in o for m in _MARKERS):
+                split_out = split_turns(o)
+                if _needs_turn_rows(split_out, o):
+                    turns[i] = split_out.turns
+                if split_out.final_observation is not None:
+                    extras[i]["final_observation"] = split_out.final_observation
         lines = list(range(1, n + 1))
         cols = {
             "traj_id": [f"{split}/{st}/{ln}" for st, ln in zip(steps, lines, strict=True)],
             "step": steps, "split": [split] * n, "group_id": group_ids, "sample_idx": sample_idx,
             "task_id": task_ids, "data_source": ds, "prompt": prompts, "response": outputs, "reward": scores,
-            "reward_components": comps, "success": succ, "extras": extras, "num_turns": num_turns,
+            "reward_components": comps, "success": succ, "extras": extras,
         }
         try:
             sink.add_trajectories(lines, cols, turns)
@@ -343,31 +354,85 @@ class VerlImporter(Importer):
                     sink.add_metric(step, k, x, split="val" if k.startswith("val") else "train")
 
 
-def split_turns(output: str) -> list[TurnData]:
+def _needs_turn_rows(split_out: SplitOutput, output: str) -> bool:
+    """Whether the sink must be given the turns; a single turn that is just the whole
+    output is written by the sink itself, without storing the text twice."""
+    ts = split_out.turns
+    return len(ts) > 1 or ts[0].action != output or bool(ts[0].tool_calls) or ts[0].action_valid is not None
+
+
+@dataclass
+class SplitOutput:
+    """A flattened multi-turn ``output`` as turns (see :func:`split_turns`)."""
+
+    turns: list[TurnData]
+    """One per assistant segment: ``num_turns`` is ``len(turns)``."""
+    final_observation: str | None = None
+    """Environment text after the last assistant segment (kept in extras)."""
+
+
+# Roles only the environment writes; a trailing ``user`` line may be the model's own.
+_ENV_ONLY = ("tool", "observation")
+# Substrings without which an output cannot hold more than one turn or a tool call.
+_MARKERS = ("\nassistant\n", "<tool_call>", "<tool_response>", "\ntool\n", "\nobservation\n")
+
+
+def split_turns(output: str) -> SplitOutput:
     """Split a flattened multi-turn ``output`` at the role words verl leaves behind.
 
-    Text before the first role word is the first assistant turn; each ``user`` /
-    ``tool`` / ``observation`` segment becomes the observation of the next assistant
-    turn.  Without role words the whole output is one turn.
+    - Every assistant segment is one turn — the text before the first role word, then
+      each ``assistant`` segment — so ``num_turns`` is the number of assistant segments.
+      Its Hermes ``<tool_call>`` blocks are its tool calls (:mod:`._hermes`).
+    - ``user`` / ``tool`` / ``observation`` / ``system`` segments between two assistant
+      segments are the observation of the next turn; their ``<tool_response>`` blocks
+      are the results of the previous turn's calls, in order.
+    - Text after the last assistant segment is never a new turn.  It is the
+      environment's reply to the last turn — its ``final_observation``, and the results
+      of its calls — when the environment evidently wrote it: a ``tool`` /
+      ``observation`` segment, ``<tool_response>`` blocks, a reply to a tool call the
+      last turn made, or a ``user`` line in an episode whose environment already spoke
+      in ``user`` lines between turns.  Otherwise (a ``user`` line after a turn that
+      called nothing, in an episode with no earlier reply) it is text the model wrote
+      past its turn, and it stays, verbatim, in the last turn's action: model text is
+      never labelled as environment output.
+    - A response that itself contains a line that is only a role word is split there
+      too (the dump cannot tell); an output without role words is one turn.
     """
-    # Every turn after the first starts with an assistant role word: without one there is
-    # nothing to split (one substring scan instead of a regex over every output).
-    if "\nassistant\n" not in output:
-        return [TurnData(action=output)]
+    if not any(m in output for m in _MARKERS):
+        return SplitOutput([TurnData(action=output)])
     pieces = _ROLE_SPLIT.split(output)
-    if len(pieces) == 1:
-        return [TurnData(action=output)]
-    turns: list[TurnData] = []
     head = pieces[0]
-    if head.strip():
-        turns.append(TurnData(action=head))
-    obs: list[str] = []
-    for role, text in zip(pieces[1::2], pieces[2::2], strict=True):
-        if role == "assistant":
-            turns.append(TurnData(observation="\n".join(obs) if obs else None, action=text))
-            obs = []
-        else:
-            obs.append(text)
-    if obs and turns:
-        turns.append(TurnData(observation="\n".join(obs), action=None))
-    return turns or [TurnData(action=output)]
+    segs: list[tuple[str, str]] = [("assistant", head)] if head.strip() else []
+    segs += list(zip(pieces[1::2], pieces[2::2], strict=True))
+    last = max((i for i, (role, _) in enumerate(segs) if role == "assistant"), default=-1)
+    if last < 0:  # no assistant text at all: the whole output is what the model wrote
+        return SplitOutput([_turn(None, output)])
+    turns: list[TurnData] = []
+    obs: list[tuple[str, str]] = []
+    for role, text in segs[: last + 1]:
+        if role != "assistant":
+            obs.append((role, text))
+            if turns:
+                answer_calls(turns[-1].tool_calls, text, role=role)
+            continue
+        turns.append(_turn("\n".join(t for _, t in obs) if obs else None, text))
+        obs = []
+    tail = segs[last + 1 :]
+    if not tail:
+        return SplitOutput(turns)
+    final = turns[-1]
+    env_spoke = any(t.observation is not None for t in turns[1:])
+    if (final.tool_calls or env_spoke
+            or any(role in _ENV_ONLY or has_tool_response(text) for role, text in tail)):
+        for role, text in tail:
+            answer_calls(final.tool_calls, text, role=role)
+        return SplitOutput(turns, final_observation="\n".join(t for _, t in tail))
+    action = (final.action or "") + "".join(f"\n{role}\n{text}" for role, text in tail)
+    turns[-1] = _turn(final.observation, action)
+    return SplitOutput(turns)
+
+
+def _turn(observation: str | None, action: str) -> TurnData:
+    found = tool_calls_in(action)
+    return TurnData(observation=observation, action=action, tool_calls=found.calls,
+                    action_valid=False if found.malformed else None)

@@ -44,7 +44,12 @@ below, ``"none"`` for a line nothing continues or is continued by):
   it is too low by the penalty coefficient (not in the dump).  When the scores of a
   trajectory differ, the per-turn list is kept in ``extras.turn_scores``;
 - **observations**: the text a turn's ``input`` adds to the previous turn's ``input +
-  output`` (or ``input``); the whole ``input`` for first turns and unlinked turns.
+  output`` (or ``input``); the whole ``input`` for first turns and unlinked turns;
+- **tool calls**: Hermes ``<tool_call>{json}</tool_call>`` blocks in a turn's output
+  (the Qwen templates' format), with the ``<tool_response>`` blocks of the next turn's
+  observation as their results, in order; a block that is not a JSON call marks the
+  action invalid (unless ``is_action_valid`` was logged).  ``tool_callings``, when
+  logged, is the trajectory's count.
 
 Not recoverable without the logged fields: trajectories of verl-agent's bundled
 environments (ALFWorld, WebShop, Sokoban, AppWorld, ...), whose prompts are rebuilt each
@@ -72,6 +77,7 @@ from rolloutlab.io._errors import RecordError
 from rolloutlab.io._files import logical_name, open_binary
 from rolloutlab.io._sink import PartSink, TurnData, as_float, as_int
 from rolloutlab.io.importers._base import Part, ReadContext, register, require
+from rolloutlab.io.importers._hermes import answer_calls, has_tool_response, tool_calls_in
 from rolloutlab.io.importers.verl import _STEP_FILE, VerlImporter, _first_record, _step_files
 
 _KNOWN = frozenset({
@@ -368,9 +374,13 @@ class VerlAgentImporter(VerlImporter):
                     obs = t.input[len(prev.input):]
             anchor = t.rec.get("anchor_obs")
             valid = t.rec.get("is_action_valid")
+            if data and prev is not None and has_tool_response(obs):
+                answer_calls(data[-1].tool_calls, obs, role="user")
+            found = tool_calls_in(t.output)
             data.append(TurnData(
                 observation=obs, anchor_obs=anchor if isinstance(anchor, str) else None, action=t.output,
-                action_valid=bool(valid) if isinstance(valid, bool | int | float) else None,
+                tool_calls=found.calls,
+                action_valid=bool(valid) if isinstance(valid, bool | int | float) else False if found.malformed else None,
                 reward=as_float(t.rec.get("rewards"), "rewards")))
             prev = t
         ds = first.rec.get("data_source")
