@@ -1,1 +1,3 @@
 """Built-in environments, offline and CPU-only.  Importing this package registers them."""
+
+from rolloutlab.envs.builtin import guess_number  # noqa: F401
