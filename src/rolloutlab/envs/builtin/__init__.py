@@ -1,3 +1,6 @@
 """Built-in environments, offline and CPU-only.  Importing this package registers them."""
 
-from rolloutlab.envs.builtin import guess_number  # noqa: F401
+from rolloutlab.envs.builtin import (
+    guess_number,  # noqa: F401
+    search_qa,  # noqa: F401
+)
