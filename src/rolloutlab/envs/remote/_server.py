@@ -1,0 +1,287 @@
+"""``rolloutlab env serve``: environments behind HTTP, with sessions that cannot leak.
+
+Routes (rolloutlab protocol; JSON bodies, real HTTP status codes)::
+
+    GET    /health                      {"status": "ok", "envs": [...], "sessions": n, "max_sessions": m}
+    GET    /envs                        the specs (id, max turns, action format, tools, ...)
+    GET    /envs/{env}/tasks?split=&seed=
+    POST   /sessions        {"env"}     201 {"session_id"}; 429 when the session cap is reached
+    POST   /sessions/{id}/reset  {"task", "seed"}            the Observation
+    POST   /sessions/{id}/step   {"action", "request_id"}    the StepResult
+    DELETE /sessions/{id}                204 (also for an unknown or already closed id)
+
+A ``step`` retried with the ``request_id`` of the session's last step is answered from a
+cache, not applied twice.  Sessions idle for longer than ``idle_timeout_s`` are closed
+(their environment's ``close()`` runs), and at most ``max_sessions`` live at once, so a
+client that never closes cannot exhaust the server.  Malformed requests get 4xx with a
+message; an environment that raises gives 500 and one that hangs past ``step_timeout_s``
+504, both naming the session.
+
+With ``openenv=True`` the same environments are also served the way OpenEnv's
+``openenv-core`` server does (``/ws`` sessions, ``/reset``, ``/step``, ``/state``,
+``/schema``, ``/metadata``; see :mod:`rolloutlab.envs.remote._openenv_server`), so
+trainers that speak OpenEnv (TRL, SkyRL, ART, NeMo Gym) can drive rolloutlab environments.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
+
+from rolloutlab.envs._core import Env, EnvSpec
+from rolloutlab.envs._tools import tool_schema
+from rolloutlab.envs.remote._wire import (
+    action_from_json,
+    observation_to_json,
+    step_to_json,
+    task_to_json,
+)
+
+MAX_BODY_BYTES = 1 << 20
+"""Largest request body accepted (1 MiB); a bigger action is refused with 413."""
+
+
+def _json(payload: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(payload), status_code=status, media_type="application/json")
+
+
+def _error(status: int, message: str) -> Response:
+    return _json({"error": message}, status)
+
+
+def spec_to_json(spec: EnvSpec) -> dict[str, Any]:
+    return {
+        "id": spec.id,
+        "description": spec.description,
+        "max_turns": spec.max_turns,
+        "action_format": spec.action_format,
+        "reward_range": list(spec.reward_range),
+        "splits": list(spec.splits),
+        "has_anchor": spec.has_anchor,
+        "tools": [tool_schema(f) for f in spec.tools],
+    }
+
+
+@dataclass
+class Session:
+    id: str
+    spec: EnvSpec
+    env: Env
+    created: float
+    last_used: float
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    reset_done: bool = False
+    ended: bool = False
+    steps: int = 0
+    last_request_id: str | None = None
+    last_response: bytes | None = None
+
+
+class SessionPool:
+    """Live sessions, their cap and idle timeout."""
+
+    def __init__(self, specs: Sequence[EnvSpec], *, max_sessions: int, idle_timeout_s: float) -> None:
+        if not specs:
+            raise ValueError("serve at least one environment")
+        self.specs = {s.id: s for s in specs}
+        self.max_sessions = max_sessions
+        self.idle_timeout_s = idle_timeout_s
+        self.sessions: dict[str, Session] = {}
+        self.reaped = 0
+
+    async def reap_idle(self) -> int:
+        """Close sessions idle past the timeout; returns how many."""
+        now = time.monotonic()
+        stale = [s for s in self.sessions.values() if now - s.last_used > self.idle_timeout_s and not s.lock.locked()]
+        for s in stale:
+            await self.drop(s.id)
+        self.reaped += len(stale)
+        return len(stale)
+
+    async def drop(self, sid: str) -> bool:
+        s = self.sessions.pop(sid, None)
+        if s is None:
+            return False
+        with contextlib.suppress(Exception):  # closing must not fail the request that ends it
+            await s.env.close()
+        return True
+
+    async def close_all(self) -> None:
+        for sid in list(self.sessions):
+            await self.drop(sid)
+
+
+def build_app(
+    specs: Sequence[EnvSpec],
+    *,
+    max_sessions: int = 256,
+    idle_timeout_s: float = 600.0,
+    step_timeout_s: float = 60.0,
+    openenv: bool = False,
+) -> FastAPI:
+    """The FastAPI application serving ``specs``."""
+    pool = SessionPool(specs, max_sessions=max_sessions, idle_timeout_s=idle_timeout_s)
+    reaper: list[asyncio.Task[None]] = []
+
+    async def reap_forever() -> None:
+        while True:
+            await asyncio.sleep(max(0.05, min(idle_timeout_s / 4, 30.0)))
+            await pool.reap_idle()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> Any:
+        reaper.append(asyncio.create_task(reap_forever()))
+        try:
+            yield
+        finally:
+            reaper[0].cancel()
+            await pool.close_all()
+
+    app = FastAPI(title="rolloutlab environments", lifespan=lifespan, docs_url=None, redoc_url=None)
+    app.state.pool = pool
+
+    async def body_of(request: Request) -> dict[str, Any] | Response:
+        raw = await request.body()
+        if len(raw) > MAX_BODY_BYTES:
+            return _error(413, f"request body of {len(raw)} bytes exceeds {MAX_BODY_BYTES}")
+        if not raw.strip():
+            return {}
+        try:
+            body = orjson.loads(raw)
+        except orjson.JSONDecodeError as e:
+            return _error(400, f"request body is not JSON: {e}")
+        if not isinstance(body, dict):
+            return _error(422, f"request body must be a JSON object, got {type(body).__name__}")
+        return body
+
+    def session_of(sid: str) -> Session | Response:
+        s = pool.sessions.get(sid)
+        if s is None:
+            return _error(404, f"no session {sid!r} (closed, timed out after {idle_timeout_s:g} s idle, or never created)")
+        s.last_used = time.monotonic()
+        return s
+
+    @app.get("/health")
+    async def health() -> Response:
+        return _json(
+            {"status": "ok", "envs": sorted(pool.specs), "sessions": len(pool.sessions), "max_sessions": max_sessions}
+        )
+
+    @app.get("/envs")
+    async def envs() -> Response:
+        return _json([spec_to_json(s) for s in pool.specs.values()])
+
+    @app.get("/envs/{env_id}/tasks")
+    async def tasks(env_id: str, split: str = "test", seed: int = 0) -> Response:
+        spec = pool.specs.get(env_id)
+        if spec is None:
+            return _error(404, f"unknown environment {env_id!r}; served: {', '.join(sorted(pool.specs))}")
+        if split not in spec.splits:
+            return _error(422, f"unknown split {split!r} of {env_id}; splits: {', '.join(spec.splits)}")
+        return _json([task_to_json(t) for t in spec.tasks(split, seed)])
+
+    @app.post("/sessions", status_code=201)
+    async def create(request: Request) -> Response:
+        body = await body_of(request)
+        if isinstance(body, Response):
+            return body
+        env_id = body.get("env")
+        if env_id is None and len(pool.specs) == 1:
+            env_id = next(iter(pool.specs))
+        spec = pool.specs.get(env_id) if isinstance(env_id, str) else None
+        if spec is None:
+            return _error(404, f"unknown environment {env_id!r}; served: {', '.join(sorted(pool.specs))}")
+        if len(pool.sessions) >= max_sessions:
+            await pool.reap_idle()
+        if len(pool.sessions) >= max_sessions:
+            return _error(429, f"session cap of {max_sessions} reached; close sessions (DELETE /sessions/ID)")
+        try:
+            env = spec.make()
+        except Exception as e:
+            return _error(500, f"could not create {spec.id}: {type(e).__name__}: {e}")
+        now = time.monotonic()
+        sid = uuid.uuid4().hex
+        pool.sessions[sid] = Session(id=sid, spec=spec, env=env, created=now, last_used=now)
+        return _json({"session_id": sid, "env": spec.id}, 201)
+
+    @app.post("/sessions/{sid}/reset")
+    async def reset(sid: str, request: Request) -> Response:
+        s = session_of(sid)
+        if isinstance(s, Response):
+            return s
+        body = await body_of(request)
+        if isinstance(body, Response):
+            return body
+        task, seed = body.get("task"), body.get("seed")
+        if task is not None and not isinstance(task, str):
+            return _error(422, f"task must be a task id string or null, got {task!r}")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            return _error(422, f"seed must be an integer or null, got {seed!r}")
+        async with s.lock:
+            try:
+                obs = await asyncio.wait_for(s.env.reset(task=task, seed=seed), step_timeout_s)
+            except TimeoutError:
+                return _error(504, f"session {sid}: reset took longer than {step_timeout_s:g} s")
+            except (KeyError, ValueError, IndexError) as e:
+                return _error(422, f"session {sid}: bad task {task!r}: {e}")
+            except Exception as e:
+                return _error(500, f"session {sid}: reset failed: {type(e).__name__}: {e}")
+            s.reset_done, s.ended, s.steps = True, False, 0
+            s.last_request_id = s.last_response = None
+        return _json(observation_to_json(obs))
+
+    @app.post("/sessions/{sid}/step")
+    async def step(sid: str, request: Request) -> Response:
+        s = session_of(sid)
+        if isinstance(s, Response):
+            return s
+        body = await body_of(request)
+        if isinstance(body, Response):
+            return body
+        rid = body.get("request_id")
+        if rid is not None and not isinstance(rid, str):
+            return _error(422, f"request_id must be a string or null, got {rid!r}")
+        if "action" not in body:
+            return _error(422, "missing field 'action' (a string, or {tool, arguments, id})")
+        try:
+            action = action_from_json(body["action"])
+        except ValueError as e:
+            return _error(422, str(e))
+        async with s.lock:
+            if rid is not None and rid == s.last_request_id and s.last_response is not None:
+                return Response(s.last_response, media_type="application/json")
+            if not s.reset_done:
+                return _error(409, f"session {sid}: reset before step")
+            if s.ended:
+                return _error(409, f"session {sid}: the episode ended; reset to start another")
+            try:
+                r = await asyncio.wait_for(s.env.step(action), step_timeout_s)
+            except TimeoutError:
+                return _error(504, f"session {sid}: step took longer than {step_timeout_s:g} s")
+            except Exception as e:
+                return _error(500, f"session {sid}: step failed: {type(e).__name__}: {e}")
+            s.steps += 1
+            s.ended = r.terminated or r.truncated
+            payload = orjson.dumps(step_to_json(r))
+            s.last_request_id, s.last_response = rid, payload
+        return Response(payload, media_type="application/json")
+
+    @app.delete("/sessions/{sid}", status_code=204)
+    async def close(sid: str) -> Response:
+        await pool.drop(sid)
+        return Response(status_code=204)
+
+    if openenv:
+        from rolloutlab.envs.remote._openenv_server import add_openenv_routes
+
+        add_openenv_routes(app, pool)
+    return app
