@@ -342,5 +342,7 @@ def test_env_with_retriever_url_solves_a_question(
 
 
 def test_check_env() -> None:
-    check = pytest.importorskip("rolloutlab.envs._check")
-    check.check_env(ID)
+    from rolloutlab.envs._check import check_env
+
+    report = check_env(ID)
+    assert report.ok, str(report)

@@ -2,5 +2,6 @@
 
 from rolloutlab.envs.builtin import (
     guess_number,  # noqa: F401
+    household,  # noqa: F401
     search_qa,  # noqa: F401
 )

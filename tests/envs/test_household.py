@@ -1,0 +1,253 @@
+"""household-v0: ALFWorld grammar and phrasing, the six task types, solvability, determinism."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from rolloutlab.envs import get_env_spec, make_env
+from rolloutlab.envs.builtin import household as hh
+from rolloutlab.envs.builtin._household_world import TASK_TYPES, World, generate
+from rolloutlab.io import InputError
+
+ID = "household-v0"
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def small_world() -> World:
+    """A hand-built kitchen: a closed fridge holding an apple, a countertop with a mug."""
+    return World(
+        room="kitchen",
+        receptacles=["countertop 1", "fridge 1", "microwave 1", "sinkbasin 1"],
+        openable={"fridge 1", "microwave 1"},
+        opened=set(),
+        contents={
+            "countertop 1": ["mug 1"],
+            "fridge 1": ["apple 1"],
+            "microwave 1": [],
+            "sinkbasin 1": [],
+        },
+        task_type="pick_heat_then_place",
+        obj_type="apple",
+        target_type="countertop",
+        task_text="put a hot apple on countertop.",
+    )
+
+
+def test_textworld_lists() -> None:
+    assert hh._a([]) == "nothing"
+    assert hh._a(["apple 1"]) == "a apple 1"  # TextWorld writes "a" before vowels too
+    assert hh._a(["apple 1", "mug 2"]) == "a apple 1, and a mug 2"
+    assert hh._a(["x 1", "y 1", "z 1"]) == "a x 1, a y 1, and a z 1"
+
+
+def test_command_grammar_and_phrasing() -> None:
+    w = small_world()
+    assert hh.admissible(w) == [
+        "go to countertop 1",
+        "go to fridge 1",
+        "go to microwave 1",
+        "go to sinkbasin 1",
+        "inventory",
+        "look",
+    ]
+    assert hh.apply(w, "take apple 1 from fridge 1") == (hh.NOTHING, False)  # not there
+    assert hh.apply(w, "look") == (
+        "You are in the middle of a room. Looking quickly around you, you see nothing.",
+        True,
+    )
+    assert hh.apply(w, "go to fridge 1") == (
+        "You arrive at fridge 1. The fridge 1 is closed.",
+        True,
+    )
+    assert hh.apply(w, "take apple 1 from fridge 1") == (hh.NOTHING, False)  # closed
+    assert hh.apply(w, "open fridge 1") == (
+        "You open the fridge 1. The fridge 1 is open. In it, you see a apple 1.",
+        True,
+    )
+    assert hh.apply(w, "Take  apple 1 from fridge 1.") == (
+        "You pick up the apple 1 from the fridge 1.",
+        True,
+    )
+    assert hh.apply(w, "inventory") == ("You are carrying: a apple 1.", True)
+    assert hh.apply(w, "take mug 1 from countertop 1") == (
+        hh.NOTHING,
+        False,
+    )  # hands full, not there
+    assert "cool apple 1 with fridge 1" in hh.admissible(w)
+    assert hh.apply(w, "examine apple 1") == ("There's nothing special about apple 1.", True)
+    assert hh.apply(w, "examine fridge 1") == (
+        "The fridge 1 is open. In it, you see nothing.",
+        True,
+    )
+    assert hh.apply(w, "close fridge 1") == ("You close the fridge 1.", True)
+    assert (
+        hh.apply(w, "go to microwave 1")[0]
+        == "You arrive at microwave 1. The microwave 1 is closed."
+    )
+    assert not w.won()
+    assert hh.apply(w, "heat apple 1 with microwave 1") == (
+        "You heat the apple 1 using the microwave 1.",
+        True,
+    )
+    assert hh.apply(w, "go to countertop 1") == (
+        "You arrive at countertop 1. On the countertop 1, you see a mug 1.",
+        True,
+    )
+    assert hh.apply(w, "look") == (
+        "You are facing the countertop 1. Next to it, you see nothing.",
+        True,
+    )
+    assert "put apple 1 in/on countertop 1" in hh.admissible(w)
+    assert hh.apply(w, "put apple 1 on countertop 1") == (
+        "You put the apple 1 in/on the countertop 1.",
+        True,
+    )
+    assert w.won()
+    assert hh.apply(w, "inventory") == ("You are not carrying anything.", True)
+    assert hh.apply(w, "fly to the moon") == (hh.NOTHING, False)
+
+
+def test_goal_needs_the_treatment() -> None:
+    w = small_world()
+    for c in [
+        "go to fridge 1",
+        "open fridge 1",
+        "take apple 1 from fridge 1",
+        "go to countertop 1",
+        "put apple 1 in/on countertop 1",
+    ]:
+        assert hh.apply(w, c)[1]
+    assert not w.won()  # a cold-from-the-fridge apple is not a hot one
+
+
+def test_splits_are_balanced_and_seeded() -> None:
+    spec = get_env_spec(ID)
+    train, test = spec.tasks("train", 0), spec.tasks("test", 0)
+    assert len(train) == 3000 and len(test) == 300
+    assert Counter(t.category for t in test) == {t: 50 for t in TASK_TYPES}
+    assert spec.tasks("test", 0) == test and spec.tasks("test", 1) != test
+    assert {t.id for t in spec.tasks("test", 1)} == {t.id for t in test}
+
+
+def test_no_task_is_solved_at_the_start_and_generation_is_deterministic() -> None:
+    for split, n in (("train", 3000), ("test", 300)):
+        for i in range(n):
+            w = generate(split, i)
+            assert not w.won(), f"{split}/{i} starts solved"
+    assert generate("test", 5) == generate("test", 5)
+    assert generate("test", 5) != generate("train", 5)
+
+
+async def expert_episode(env: Any, task: str) -> tuple[float, int, str]:
+    obs = await env.reset(task=task)
+    assert obs.anchor.startswith("-= Welcome to TextWorld, ALFRED! =-")
+    actions = obs.info.available_actions
+    for n in range(1, 51):
+        a = env.expert_action()
+        assert a in actions, (task, a)
+        r = await env.step(f"{a}")
+        assert r.info.action_valid is True
+        actions = r.info.available_actions
+        if r.terminated or r.truncated:
+            return float(r.reward), n, env.world.task_type
+        assert r.reward == 0.0 and r.info.success is None
+    raise AssertionError(f"{task}: the expert did not finish in 50 steps")
+
+
+def test_expert_planner_solves_all_six_types_on_many_seeds() -> None:
+    async def go() -> Counter[str]:
+        env = make_env(ID)
+        solved: Counter[str] = Counter()
+        for split, n in (("test", 300), ("train", 300)):
+            for i in range(n):
+                reward, steps, ttype = await expert_episode(env, f"{split}/{i}")
+                assert reward == 1.0 and steps <= 20
+                solved[ttype] += 1
+        await env.close()
+        return solved
+
+    assert run(go()) == {t: 100 for t in TASK_TYPES}
+
+
+def test_episode_messages_anchor_and_end() -> None:
+    async def go() -> None:
+        env = make_env(ID)
+        obs = await env.reset(task="test/0")
+        first = obs.messages[0]["content"]
+        assert first.startswith(
+            "You are an expert agent operating in the ALFRED Embodied Environment."
+        )
+        assert "Your admissible actions of the current situation are: [go to " in first
+        assert "<action> </action>" in first
+        r = await env.step("dance")
+        assert r.info.action_valid is False and r.anchor == hh.NOTHING and r.reward == 0.0
+        assert r.messages[0]["content"].startswith("Nothing happens.\nYour admissible actions")
+        a = env.expert_action()
+        r = await env.step(a)
+        assert r.anchor is not None and r.anchor.startswith("You arrive at")
+        assert r.info.metrics == {"invalid_actions": 1.0}
+        while not (r.terminated or r.truncated):
+            r = await env.step(env.expert_action())
+        assert (
+            r.terminated
+            and r.stop_reason == "solved"
+            and r.info.success is True
+            and r.info.score == 1.0
+        )
+        assert r.messages[0]["content"] == r.anchor  # no action list after the end
+        with pytest.raises(RuntimeError, match="after the episode ended"):
+            await env.step("look")
+
+    run(go())
+
+
+def test_truncated_after_max_steps() -> None:
+    async def go() -> None:
+        env = make_env(ID, max_steps=3)
+        await env.reset(task="train/2")
+        rs = [await env.step("look") for _ in range(3)]
+        assert [r.truncated for r in rs] == [False, False, True]
+        assert rs[-1].stop_reason == "max_steps" and not rs[-1].terminated
+        assert rs[-1].reward == 0.0 and rs[-1].info.success is False
+
+    run(go())
+
+
+def test_determinism_bad_ids_and_tool_calls() -> None:
+    async def episode(seed: int) -> list[Any]:
+        env = make_env(ID)
+        obs = await env.reset(seed=seed)
+        out: list[Any] = [obs.messages]
+        for _ in range(4):
+            out.append((await env.step(env.expert_action())).messages)
+        return out
+
+    assert run(episode(3)) == run(episode(3))
+    assert run(episode(3))[0] != run(episode(4))[0]
+    for bad in ["test/300", "dev/1", "train/x", "7"]:
+        with pytest.raises(InputError, match="unknown task"):
+            run(make_env(ID).reset(task=bad))
+
+    async def tool() -> None:
+        from rolloutlab.envs import ToolInvocation
+
+        env = make_env(ID)
+        await env.reset(task="test/1")
+        r = await env.step(ToolInvocation(name="look", arguments={}))
+        assert r.info.action_valid is False
+
+    run(tool())
+
+
+def test_check_env() -> None:
+    from rolloutlab.envs._check import check_env
+
+    report = check_env(ID)
+    assert report.ok, str(report)
