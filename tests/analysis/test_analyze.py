@@ -188,3 +188,34 @@ def test_set_levels_from_a_stored_run(tmp_path: Any) -> None:
     assert "f1/file" in a.saturation
     f = next(x for x in a.findings if x.kind == "set_cardinality")
     assert "how many items" in f.text
+
+
+def test_segments_fit_with_trial_level_clustered_ses() -> None:
+    f = _run(lambda s, g: min(0.9, 0.2 + 0.7 * s / 20), steps=40, groups=12, seed=11)
+    a = analyze(f, replay=False, fit="segments", split_at=20)
+    assert a.saturation_fit == "segments"
+    sec = a.saturation["mean_reward"]
+    fit = sec["fit"]
+    assert fit.model == "segments" and fit.breakpoint == 20 and "breakpoint_ci" not in sec
+    # the step-level lines are OLS on the per-step means, one line per side of τ
+    means = a.steps["mean_reward"]
+    early = means[means.index <= 20]
+    assert fit.early_slope == pytest.approx(np.polyfit(early.index.to_numpy(float), early.to_numpy(), 1)[0], rel=1e-9)
+    assert [r["segment"] for r in sec["segments"]] == ["early", "late"]
+    assert sec["segments"][0]["n"] == 20 and sec["segments"][1]["n"] == 20
+    tr = sec["trials"]
+    assert tr["clustered_by"] == "task" and tr["fit"].se_kind == "cluster"
+    assert tr["fit"].early.n == 20 * 12 * 8 and tr["fit"].early.n_clusters == 12
+    # equal trajectories per step: the trial-level slope equals the step-level one
+    assert tr["fit"].early_slope == pytest.approx(fit.early_slope, rel=1e-9)
+    assert sec["verdict"].plateau
+    import orjson
+
+    d = orjson.loads(orjson.dumps(a.to_dict()))
+    assert d["saturation_fit"] == "segments"
+    s = d["saturation"]["mean_reward"]
+    assert s["fit"]["model"] == "segments" and s["segments"][1]["se_kind"] == "ols"
+    assert s["trials"]["segments"][0]["se_kind"] == "cluster" and s["trials"]["segments"][0]["clusters"] == 12
+    assert analyze(f, replay=False).to_dict()["saturation"]["mean_reward"]["fit"]["model"] == "hinge"
+    with pytest.raises(ValueError, match="hinge"):
+        analyze(f, replay=False, fit="spline")  # type: ignore[arg-type]

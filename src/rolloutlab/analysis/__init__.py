@@ -4,7 +4,8 @@
   :func:`frame_from_records`), :func:`derive_success`
 - tables: :func:`step_table`, :func:`signal_ledger` (group signal), :func:`passk_table`,
   :func:`passk_verdict` (reliability vs capability)
-- fits: :func:`two_segment_fit`, :func:`saturation_verdict`, :func:`breakpoint_ci`;
+- fits: :func:`two_segment_fit` (hinge), :func:`segments_fit` (separate lines),
+  :func:`per_segment`, :func:`saturation_verdict`, :func:`breakpoint_ci`;
   :func:`entropy_trend`, :func:`detect_collapse`, :func:`fit_entropy_law` (Cui et al. 2025)
 - statistics: :func:`bootstrap_ci`, :func:`paired_diff_ci`, :func:`diff_ci`
 - everything at once: :func:`analyze` / :func:`analyze_run` → :class:`Analysis` with
@@ -49,9 +50,11 @@ from rolloutlab.analysis._saturation import (
     SaturationVerdict,
     TwoSegmentFit,
     breakpoint_ci,
+    per_segment,
     saturation_verdict,
     two_segment_fit,
 )
+from rolloutlab.analysis._segments import SegmentLine, SegmentsFit, segments_fit
 from rolloutlab.analysis._sets import (
     SET_COLUMNS,
     CardinalityCheck,
@@ -83,6 +86,8 @@ __all__ = [
     "Replay",
     "RunFrame",
     "SaturationVerdict",
+    "SegmentLine",
+    "SegmentsFit",
     "SetScores",
     "Transfer",
     "TwoSegmentFit",
@@ -105,8 +110,10 @@ __all__ = [
     "paired_diff_ci",
     "passk_table",
     "passk_verdict",
+    "per_segment",
     "replay_advantages",
     "saturation_verdict",
+    "segments_fit",
     "set_scores",
     "sets_from_extras",
     "signal_ledger",

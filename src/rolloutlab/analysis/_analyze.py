@@ -3,14 +3,22 @@
 Sections (each says why when it cannot be computed): the per-step table, the
 group-signal ledger, pass@k vs mean with its verdict, saturation fits of reward, success
 and pass@K (and of each set-F1 level), entropy (trend, collapse, Cui et al.'s law) when
-the trainer logged it, and advantage replay.  :func:`analyze` works on a
+the trainer logged it, and advantage replay.
+
+Saturation uses one fit for every series, named in ``Analysis.saturation_fit``: the
+continuous hinge (default) or two separate lines (``fit="segments"``), both on the
+per-step series.  With ``"segments"``, reward and success also get a trial-level fit
+(``saturation[name]["trials"]``): the same two lines at the same τ on one row per graded
+trajectory, with standard errors clustered by task (by group when the run has no task
+ids), which is the honest SE when tasks recur across steps or a group's samples share
+a task.  The bootstrap interval for τ is computed for the hinge only.  :func:`analyze` works on a
 :class:`RunFrame`, so planted-truth tests need no store.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -21,7 +29,13 @@ from rolloutlab.analysis._findings import Finding, rank_findings
 from rolloutlab.analysis._json import plain
 from rolloutlab.analysis._ledger import signal_ledger
 from rolloutlab.analysis._passk import PassKVerdict, passk_table, passk_verdict
-from rolloutlab.analysis._saturation import breakpoint_ci, saturation_verdict, two_segment_fit
+from rolloutlab.analysis._saturation import (
+    breakpoint_ci,
+    per_segment,
+    saturation_verdict,
+    two_segment_fit,
+)
+from rolloutlab.analysis._segments import segments_fit
 from rolloutlab.analysis._sets import cardinality_explains, set_scores
 from rolloutlab.analysis._steps import step_table
 from rolloutlab.io import Store
@@ -45,10 +59,13 @@ class Analysis:
     cardinality: Any = None
     skipped: dict[str, str] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
+    saturation_fit: str = "hinge"
+    """Which saturation fit every series got: ``"hinge"`` or ``"segments"``."""
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "run_id": self.run_id, "split": self.split, "success_rule": self.success_rule,
+            "saturation_fit": self.saturation_fit,
             "findings": plain(self.findings), "steps": plain(self.steps), "ledger": plain(self.ledger),
             "passk": plain(self.passk), "verdict": plain(self.verdict), "saturation": plain(self.saturation),
             "entropy": plain(self.entropy), "skipped": dict(self.skipped),
@@ -72,19 +89,44 @@ class Analysis:
         return {k: v for k, v in out.items() if isinstance(v, pd.DataFrame) and not v.empty}
 
 
+SaturationFitName = Literal["hinge", "segments"]
+
+
 def _saturation(name: str, steps: pd.Series, values: pd.Series, *, y_max: float | None,
-                split_at: float | None, ci: bool) -> dict[str, Any]:
+                split_at: float | None, ci: bool, model: SaturationFitName = "hinge",
+                trials: tuple[np.ndarray, np.ndarray, np.ndarray, str] | None = None) -> dict[str, Any]:
     x, y = np.asarray(steps, dtype=float), np.asarray(values, dtype=float)
-    fit = two_segment_fit(x, y, breakpoint=split_at)
-    out: dict[str, Any] = {"series": name, "fit": fit, "verdict": saturation_verdict(fit, y_max=y_max)}
-    if ci and fit.status == "ok" and split_at is None:
+    fit = two_segment_fit(x, y, breakpoint=split_at) if model == "hinge" else segments_fit(x, y, breakpoint=split_at)
+    out: dict[str, Any] = {"series": name, "model": model, "fit": fit,
+                           "verdict": saturation_verdict(fit, y_max=y_max), "segments": per_segment(fit)}
+    if ci and fit.status == "ok" and split_at is None and model == "hinge":
         out["breakpoint_ci"] = breakpoint_ci(x, y, n_boot=200)
+    if trials is not None and fit.status == "ok":
+        tx, ty, tg, by = trials
+        tfit = segments_fit(tx, ty, breakpoint=fit.breakpoint, clusters=tg)
+        out["trials"] = {"clustered_by": by, "fit": tfit, "segments": per_segment(tfit)}
     return out
 
 
+def _trial_rows(frame: RunFrame, column: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, str] | None:
+    """(step, value, cluster code, "task" | "group") for graded rows with a value; None without ids."""
+    t = frame.traj
+    ids = [c for c in ("task_id", "group_id") if t[c].notna().all()]
+    if not ids:
+        return None
+    col = ids[0]
+    v = t[column].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
+    keep = ~np.isnan(v)
+    return t["step"].to_numpy(float)[keep], v[keep], pd.factorize(t[col])[0][keep], col[:-3]
+
+
 def analyze(frame: RunFrame, *, split_at: float | None = None, replay: bool = True,
-            breakpoint_intervals: bool = True, pairwise: bool = False) -> Analysis:
+            breakpoint_intervals: bool = True, pairwise: bool = False,
+            fit: SaturationFitName = "hinge") -> Analysis:
     """All sections and the findings for one run (see the module docstring).
+
+    ``fit``: the saturation fit, ``"hinge"`` (continuous, one residual variance) or
+    ``"segments"`` (two separate lines, a variance each, plus trial-level clustered SEs).
 
     ``pairwise``: add the whole-run comparison of every pair of advantage estimators
     (``Replay.pairwise``); each estimator is always compared with GRPO per step."""
@@ -98,21 +140,24 @@ def analyze(frame: RunFrame, *, split_at: float | None = None, replay: bool = Tr
     verdict = passk_verdict(frame)
     rewards01 = frame.traj["reward"].dropna()
     reward_max = 1.0 if len(rewards01) and rewards01.min() >= 0 and rewards01.max() <= 1 else None
-    series: list[tuple[str, pd.Series, float | None]] = [
-        ("mean_reward", steps["mean_reward"], reward_max),
-        ("success_rate", steps["success_rate"], 1.0),
+    if fit not in ("hinge", "segments"):
+        raise ValueError(f"fit must be 'hinge' or 'segments', got {fit!r}")
+    series: list[tuple[str, pd.Series, float | None, str | None]] = [
+        ("mean_reward", steps["mean_reward"], reward_max, "reward"),
+        ("success_rate", steps["success_rate"], 1.0, "success"),
     ]
     if not pk.empty:
-        series.append((f"pass@{verdict.k}", pk.get(f"pass@{verdict.k}", pd.Series(dtype=float)), 1.0))
+        series.append((f"pass@{verdict.k}", pk.get(f"pass@{verdict.k}", pd.Series(dtype=float)), 1.0, None))
     sat: dict[str, dict[str, Any]] = {}
     if len(steps) < 2:
         skipped["saturation"] = "one step: no slopes"
     else:
-        for name, s, ymax in series:
+        for name, s, ymax, col in series:
             s = s.dropna()
             if len(s):
+                rows = _trial_rows(frame, col) if fit == "segments" and col is not None else None
                 sat[name] = _saturation(name, s.index.to_series(), s, y_max=ymax, split_at=split_at,
-                                        ci=breakpoint_intervals and name == "mean_reward")
+                                        ci=breakpoint_intervals and name == "mean_reward", model=fit, trials=rows)
     sets = cardinality = None
     sets_df = frame.sets()
     if len(sets_df):
@@ -123,7 +168,7 @@ def analyze(frame: RunFrame, *, split_at: float | None = None, replay: bool = Tr
                 f1 = tab.set_index("step")["micro_f1"].dropna()
                 if len(f1):
                     sat[f"f1/{level}"] = _saturation(f"f1/{level}", f1.index.to_series(), f1, y_max=1.0,
-                                                     split_at=split_at, ci=False)
+                                                     split_at=split_at, ci=False, model=fit)
     else:
         skipped["sets"] = "no predicted/gold sets in the trajectories' extras"
     ent: dict[str, Any] | None = None
@@ -142,7 +187,7 @@ def analyze(frame: RunFrame, *, split_at: float | None = None, replay: bool = Tr
 
         rep = replay_advantages(frame, pairwise=pairwise)
     a = Analysis(frame.run_id, frame.split, frame.success_rule, steps, ledger, pk, verdict, sat, ent, rep, sets,
-                 cardinality, skipped)
+                 cardinality, skipped, saturation_fit=fit)
     a.findings = rank_findings(a)
     return a
 

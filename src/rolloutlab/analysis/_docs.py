@@ -19,6 +19,7 @@ SECTIONS = [
     ("pass@k vs mean reward", "rolloutlab.analysis._passk"),
     ("pass@k estimators", "rolloutlab.algos._passk"),
     ("Saturation", "rolloutlab.analysis._saturation"),
+    ("Saturation: a separate line per segment", "rolloutlab.analysis._segments"),
     ("Entropy", "rolloutlab.analysis._entropy"),
     ("Confidence intervals", "rolloutlab.analysis._bootstrap"),
     ("Early and late windows", "rolloutlab.analysis._windows"),

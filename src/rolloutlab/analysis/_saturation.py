@@ -26,17 +26,26 @@ Inference caveats, stated once:
 
 Input conventions: pairs with NaN in x or y are skipped, ±inf is an error, x may be
 unsorted and may repeat (several values at one step).
+
+The alternative, two separate least-squares lines with a residual variance each
+(``analyze --fit segments``), and when to prefer which, is in
+:mod:`rolloutlab.analysis._segments`; :func:`saturation_verdict` takes either fit.
+Each fit says which it is in its ``model`` field (``"hinge"`` or ``"segments"``), and
+:func:`per_segment` gives both the same per-segment table (n, slope, SE, t, p).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 from scipy import stats
+
+if TYPE_CHECKING:
+    from rolloutlab.analysis._segments import SegmentsFit
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.intp]
@@ -48,6 +57,7 @@ __all__ = [
     "SaturationVerdict",
     "TwoSegmentFit",
     "breakpoint_ci",
+    "per_segment",
     "saturation_verdict",
     "two_segment_fit",
 ]
@@ -223,12 +233,16 @@ class TwoSegmentFit:
     """OLS standard error of b at the chosen τ (τ treated as known)."""
     early_t: float
     """b / SE(b)."""
+    early_p: float
+    """Two-sided p-value of early_t from t(n − 3)."""
     late_slope: float
     """b + c, per unit of x."""
     late_slope_se: float
     """sqrt(Var b + Var c + 2 Cov(b, c)) at the chosen τ (τ treated as known)."""
     late_t: float
     """(b + c) / SE(b + c)."""
+    late_p: float
+    """Two-sided p-value of late_t from t(n − 3)."""
     residual_std: float
     """sqrt(RSS / (n − 3)), with τ treated as known."""
     r2: float
@@ -247,6 +261,18 @@ class TwoSegmentFit:
     """n·ln(RSS/n) + k·ln(n) with k = 3 (a, b, σ)."""
     bic_two: float
     """Same with k = 5 (a, b, c, τ, σ) when searched, 4 when τ is fixed."""
+    model: Literal["hinge"] = "hinge"
+    """Which fit this is (the separate-lines fit says ``"segments"``)."""
+
+    @property
+    def knots(self) -> tuple[float, ...]:
+        """Steps where the fitted curve starts, bends and ends (for drawing it)."""
+        return (self.x_first, self.breakpoint, self.x_last)
+
+    @property
+    def se_kind(self) -> Literal["ols"]:
+        """The hinge's standard errors are always plain OLS ones."""
+        return "ols"
 
     @property
     def slope_change(self) -> float:
@@ -346,9 +372,11 @@ def two_segment_fit(
         early_slope=b,
         early_slope_se=se_b,
         early_t=early_t,
+        early_p=_t_pvalue(early_t, n - 3),
         late_slope=b + c,
         late_slope_se=se_late,
         late_t=late_t,
+        late_p=_t_pvalue(late_t, n - 3),
         residual_std=math.sqrt(s2),
         r2=1.0 - rss / float(((ys - ys.mean()) ** 2).sum()),
         line_slope=line.slope,
@@ -359,6 +387,29 @@ def two_segment_fit(
         bic_line=_bic(line.rss, n, 3),
         bic_two=_bic(rss, n, p_two + 1),
     )
+
+
+def _t_pvalue(t: float, df: int) -> float:
+    """Two-sided p-value of a t-statistic; NaN when t is NaN or df < 1."""
+    return float(2.0 * stats.t.sf(abs(t), df)) if df >= 1 and not math.isnan(t) else math.nan
+
+
+def per_segment(fit: TwoSegmentFit | SegmentsFit) -> list[dict[str, Any]]:
+    """The same early/late rows for either fit: model, segment, n, slope, SE, t, p.
+
+    For the hinge, n counts the points on each side of τ, though every point informs
+    both slopes.  SE, t and p are those the fit reports (``se_kind``: ``"ols"``, or
+    ``"cluster"`` for a segments fit given task clusters, with ``clusters`` tasks).
+    """
+    rows = []
+    for seg, n, slope, se, t, p in (
+        ("early", fit.n_early, fit.early_slope, fit.early_slope_se, fit.early_t, fit.early_p),
+        ("late", fit.n_late, fit.late_slope, fit.late_slope_se, fit.late_t, fit.late_p),
+    ):
+        clusters = getattr(fit, seg).n_clusters if fit.model == "segments" else 0
+        rows.append({"model": fit.model, "segment": seg, "n": n, "slope": slope, "se": se, "t": t,
+                     "p": p, "se_kind": fit.se_kind, "clusters": clusters})  # fmt: skip
+    return rows
 
 
 def _unfitted(
@@ -386,9 +437,11 @@ def _unfitted(
         early_slope=zero,
         early_slope_se=zero,
         early_t=nan,
+        early_p=nan,
         late_slope=zero,
         late_slope_se=zero,
         late_t=nan,
+        late_p=nan,
         residual_std=zero,
         r2=nan,
         line_slope=zero,
@@ -429,13 +482,13 @@ class SaturationVerdict:
 
 
 def saturation_verdict(
-    fit: TwoSegmentFit,
+    fit: TwoSegmentFit | SegmentsFit,
     *,
     y_max: float | None = None,
     t_crit: float = 2.0,
     max_late_frac: float = 0.2,
 ) -> SaturationVerdict:
-    """Plateau verdict from a :func:`two_segment_fit`.
+    """Plateau verdict from a :func:`two_segment_fit` or a ``segments_fit``.
 
     The series has plateaued when all of these hold:
 
@@ -461,9 +514,9 @@ def saturation_verdict(
         head = None if y_max is None else y_max - end
         return SaturationVerdict(True, fit.note, True, 0.0, True, False, 0.0, end, head)
 
-    ends = fit.predict(np.array([fit.x_first, fit.breakpoint, fit.x_last]))
+    ends = fit.predict(np.array(fit.knots))
     fitted_range = float(np.ptp(ends))
-    late_end = float(ends[2])
+    late_end = float(ends[-1])
     late_change = fit.late_slope * (fit.x_last - fit.breakpoint)
     late_flat = abs(fit.late_t) < t_crit
     small = abs(late_change) <= max_late_frac * fitted_range

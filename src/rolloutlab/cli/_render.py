@@ -35,6 +35,9 @@ def _table(df: pd.DataFrame, cols: list[str], title: str, rows: int, digits: int
     return t
 
 
+_FIT_TITLES = {"hinge": "two-segment hinge fit", "segments": "separate line per segment"}
+
+
 def render_analysis(a: Any, comparison: Any = None, *, rows: int = 12) -> None:
     con = Console(highlight=False)
     con.print(Text(f"{a.run_id} · split {a.split} · {len(a.steps)} steps · success = {a.success_rule}", style="bold"))
@@ -63,7 +66,7 @@ def render_analysis(a: Any, comparison: Any = None, *, rows: int = 12) -> None:
             t.add_row(b["bucket"], str(b["tasks"]), str(b["seen_again"]), _f(b["first_success"]), _f(b["last_success"]))
         con.print(t)
     if a.saturation:
-        t = Table("series", "breakpoint", "early slope", "late slope (t)", "plateau", "headroom", title="Saturation (two-segment fit)", title_justify="left")
+        t = Table("series", "breakpoint", "early slope", "late slope (t)", "plateau", "headroom", title=f"Saturation ({_FIT_TITLES.get(a.saturation_fit, a.saturation_fit)})", title_justify="left")
         for name, sec in a.saturation.items():
             fit, ver = sec["fit"], sec["verdict"]
             if fit.status != "ok":
@@ -77,6 +80,12 @@ def render_analysis(a: Any, comparison: Any = None, *, rows: int = 12) -> None:
                       f"{fit.late_slope:+.4f} ({fit.late_t:.1f})", "yes" if ver.plateau else "no",
                       _f(None if ver.headroom is None else max(ver.headroom, 0.0)))
         con.print(t)
+        for name, sec in a.saturation.items():
+            if "trials" in sec:
+                tf = sec["trials"]["fit"]
+                con.print(Text(f"{name}, one row per trajectory, SEs clustered by {sec['trials']['clustered_by']}: "
+                               f"early t = {tf.early_t:.2f}, late t = {tf.late_t:.2f} "
+                               f"({tf.early.n_clusters} / {tf.late.n_clusters} clusters)"))
     if a.entropy is not None:
         tr, law = a.entropy["trend"], a.entropy["law"]
         line = f"Entropy: {tr.first:.3f} → {tr.last:.3f} (slope {tr.slope:+.5f}/step)"

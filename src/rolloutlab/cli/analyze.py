@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
@@ -53,6 +53,7 @@ def analyze(
     store: StoreOpt = None,
     split: Annotated[str | None, typer.Option("--split", help="train, val or eval (default: train if present).")] = None,
     split_at: Annotated[float | None, typer.Option("--split-at", help="Fix the saturation breakpoint at this step.")] = None,
+    fit: Annotated[Literal["hinge", "segments"], typer.Option("--fit", help="Saturation fit: hinge (continuous, one residual variance) or segments (a separate OLS line per segment, each with its own variance; adds SEs clustered by task).")] = "hinge",
     success_threshold: Annotated[float | None, typer.Option("--success-threshold", help="Success = reward >= this (default: the source's success, else reward == 1 for rewards in [0, 1], else reward > 0).")] = None,
     csv: Annotated[Path | None, typer.Option("--csv", help="Also write every table as CSV into this folder.")] = None,
     rows: Annotated[int, typer.Option("--rows", help="Steps shown per table (evenly spaced); --json and --csv hold all.")] = 12,
@@ -66,7 +67,8 @@ def analyze(
     from rolloutlab.analysis._json import plain
 
     st, rid = resolve(run, store)
-    a = analyze_run(st, rid, split=split, success_threshold=success_threshold, split_at=split_at, pairwise=pairwise)
+    a = analyze_run(st, rid, split=split, success_threshold=success_threshold, split_at=split_at, pairwise=pairwise,
+                    fit=fit)
     comparison: dict[str, Any] | None = None
     if vs:
         from rolloutlab.analysis import compare_runs, load_run, overtake_step, window_table

@@ -1,0 +1,40 @@
+"""``analyze --fit hinge|segments``: the terminal and the JSON say which fit was used."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rolloutlab.cli import main
+from rolloutlab.demo_data import write_demo
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ROLLOUTLAB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("ROLLOUTLAB_STORE", str(tmp_path / "no-store"))
+
+
+def test_fit_segments_in_json_and_terminal(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = write_demo(tmp_path / "src", steps=20)
+    assert main(["analyze", str(src), "--json", "--fit", "segments", "--split-at", "10"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["saturation_fit"] == "segments"
+    sat = d["saturation"]["mean_reward"]
+    assert sat["fit"]["model"] == "segments" and sat["fit"]["breakpoint"] == 10
+    assert {r["segment"] for r in sat["segments"]} == {"early", "late"}
+    assert sat["trials"]["segments"][0]["se_kind"] == "cluster"
+    assert main(["analyze", str(src), "--fit", "segments"]) == 0
+    out = capsys.readouterr().out
+    assert "separate line per segment" in out and "clustered by" in out
+    assert main(["analyze", str(src)]) == 0
+    assert "two-segment hinge fit" in capsys.readouterr().out
+
+
+def test_fit_rejects_unknown_names(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = write_demo(tmp_path / "src", steps=8)
+    assert main(["analyze", str(src), "--fit", "spline"]) != 0
+    err = capsys.readouterr().err
+    assert "spline" in err and "hinge" in err
