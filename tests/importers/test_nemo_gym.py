@@ -202,3 +202,88 @@ def test_compressed_rollouts(samples: Path, tmp_path: Path, ingest_one) -> None:
     assert detect_format(src).name == "nemo_gym"
     _, st = ingest_one(src)
     assert _rows(st, "reward") == [(-1.0,), (1.0,), (-1.0,), (1.0,), (1.0,)]
+
+
+# -- unfinished evaluations and success booleans (issue 7, item 5) ----------------------
+
+def test_unfinished_evaluation_is_ungraded_and_booleans_give_success(tmp_path: Path, ingest_one) -> None:
+    src = _write(tmp_path / "swe.jsonl", [
+        _line(reward=0.0, evaluation_completed=False, resolved=False, infrastructure_error="harness timed out"),
+        _line(reward=0.0, evaluation_completed=False, resolved=False),
+        _line(reward=1.0, evaluation_completed=True, resolved=True),
+        _line(reward=0.0, evaluation_completed=True, resolved=False),
+        _line(reward=1.0, is_correct=True),
+        _line(reward=0.0, info={"is_correct": False}),
+        _line(reward=1.0, success=False, resolved=True),  # an explicit success wins
+    ])
+    _, st = ingest_one(src)
+    assert _rows(st, "reward, graded, success") == [
+        (None, False, None), (None, False, None), (1.0, True, True), (0.0, True, False),
+        (1.0, True, True), (0.0, True, False), (1.0, True, False)]
+    errs = st.sql("SELECT error, json_extract_string(extras, '$.ungraded_reason') FROM texts "
+                  "WHERE turn_idx = -1 ORDER BY traj_id LIMIT 2").fetchall()
+    assert errs[0] == ("harness timed out", "the evaluation did not complete (evaluation_completed: false)")
+    assert errs[1][1] == "the evaluation did not complete (evaluation_completed: false)"
+
+
+# -- aviary rows: response.output as per-step lists (item 7) -----------------------------
+
+def _fc(name: str, cid: str) -> dict[str, Any]:
+    return {"type": "function_call", "name": name, "arguments": "{}", "call_id": cid}
+
+
+def _fco(cid: str, out: str) -> dict[str, Any]:
+    return {"type": "function_call_output", "call_id": cid, "output": out}
+
+
+def _msg(text: str) -> dict[str, Any]:
+    return {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}
+
+
+def test_aviary_transitions_cumulative(tmp_path: Path, ingest_one) -> None:
+    # the aviary agent's return_transitions: each step's list is the agent state so far
+    # (prompt + seed observation + every output and observation up to that step)
+    prompt = {"role": "user", "content": "solve it"}
+    seed = {"role": "user", "content": "the board"}
+    s1 = [prompt, seed, _fc("look", "c1"), _fco("c1", "a wall")]
+    s2 = [*s1, _fc("move", "c2")]  # a step whose observation is empty: still its own turn
+    s3 = [*s2, _fc("move", "c3"), _fco("c3", "moved")]
+    s4 = [*s3, _msg("done")]
+    rec = _line(reward=1.0, response={"model": "m", "env_id": "e", "group_id": "0", "contains_transitions": True,
+                                      "output": [s1, s2, s3, s4]})
+    src = _write(tmp_path / "aviary.jsonl", [rec])
+    _, st = ingest_one(src)
+    assert _rows(st, "reward, num_turns, tool_calls") == [(1.0, 4, 3)]
+    turns = st.sql("SELECT observation, action, tool_calls FROM texts WHERE turn_idx >= 0 ORDER BY turn_idx").fetchall()
+    assert [t[0] for t in turns] == ["the board", "a wall", None, "moved"]
+    assert [[(c["name"], c.get("result")) for c in orjson.loads(t[2])] if t[2] else [] for t in turns] == [
+        [("look", "a wall")], [("move", None)], [("move", "moved")], []]
+    assert turns[3][1] == "done"
+    assert st.sql("SELECT response FROM texts WHERE turn_idx = -1").fetchall() == [("done",)]
+
+
+def test_aviary_transitions_per_step(tmp_path: Path, ingest_one) -> None:
+    # lists holding only each step's own items are read the same way
+    rec = _line(response={"model": "m", "output": [[_fc("look", "c1"), _fco("c1", "x")], [_msg("done")]]})
+    _, st = ingest_one(_write(tmp_path / "steps.jsonl", [rec]))
+    assert _rows(st, "num_turns, tool_calls") == [(2, 1)]
+    assert st.sql("SELECT observation FROM texts WHERE turn_idx = 1").fetchall() == [("x",)]
+
+
+def test_mixed_item_kinds_in_output_refused(tmp_path: Path, ingest_one) -> None:
+    rec = _line(response={"model": "m", "output": [[_msg("a")], _msg("b")]})
+    with pytest.raises(InputError, match="per-step lists"):
+        ingest_one(_write(tmp_path / "bad.jsonl", [rec]), format="nemo_gym")
+
+
+# -- detection: a folder as its files (item 8) -------------------------------------------
+
+def test_folder_of_data_subfolders_is_detected(samples: Path, tmp_path: Path, ingest_one) -> None:
+    # NeMo Gym's own tree: resources_servers/<env>/data/example_rollouts.jsonl
+    for name in ("blackjack", "grl_sokoban"):
+        d = tmp_path / "gym" / "resources_servers" / name / "data"
+        d.mkdir(parents=True)
+        shutil.copy(_src(samples, name), d / "example_rollouts.jsonl")
+    assert detect_format(tmp_path / "gym").name == "nemo_gym"
+    report, _ = ingest_one(tmp_path / "gym")
+    assert report.sources[0].parts_read == 2

@@ -186,3 +186,14 @@ def test_truncated_json_is_an_input_error_with_line(tmp_path: Path, ingest_one) 
     with pytest.raises(InputError) as e:
         ingest_one(root)
     assert e.value.path == str(p) and e.value.line is not None
+
+
+def test_demonstration_or_replay_tokens_untracked(tmp_path: Path, ingest_one) -> None:
+    # demonstrations and replays make no API calls and count no tokens, yet their steps
+    # hold model responses: 0 there means "not counted", not "generated nothing"
+    empty = _traj("exit_cost", tokens=0, calls=0, submission=None)
+    empty["trajectory"] = []  # nothing generated: a real 0
+    root = _run_batch(tmp_path / "demo", {"a__a-1": _traj("submitted", tokens=0, calls=0), "b__b-2": empty})
+    _, st = ingest_one(root)
+    assert st.sql("SELECT traj_id, num_turns, response_tokens FROM trajectories ORDER BY traj_id").fetchall() == [
+        ("a__a-1", 3, None), ("b__b-2", 0, 0)]

@@ -56,14 +56,20 @@ class RolloutlabRemoteEnv:
 
     async def _session(self) -> str:
         if self._sid is None:
-            r = await self._client.post("/sessions", json={"env": self.env_id})
+            try:
+                r = await self._client.post("/sessions", json={"env": self.env_id})
+            except httpx.HTTPError as e:
+                raise RemoteEnvError(f"{self.base_url}: cannot create a session ({type(e).__name__}: {e})") from e
             self._sid = str(_check(r, "create session")["session_id"])
         return self._sid
 
     async def reset(self, *, task: Task | str | None = None, seed: int | None = None) -> Observation:
         sid = await self._session()
         tid = task.id if isinstance(task, Task) else task
-        r = await self._client.post(f"/sessions/{sid}/reset", json={"task": tid, "seed": seed})
+        try:
+            r = await self._client.post(f"/sessions/{sid}/reset", json={"task": tid, "seed": seed})
+        except httpx.HTTPError as e:
+            raise RemoteEnvError(f"{self.base_url}: reset failed ({type(e).__name__}: {e})") from e
         return observation_from_json(_check(r, "reset"), f"{self.base_url} reset")
 
     async def step(self, action: Action) -> StepResult:
@@ -72,9 +78,12 @@ class RolloutlabRemoteEnv:
         body = {"action": action_to_json(action), "request_id": uuid.uuid4().hex}
         url = f"/sessions/{self._sid}/step"
         try:
-            r = await self._client.post(url, json=body)
-        except httpx.TransportError:  # the answer may be lost after the step ran: same id, applied once
-            r = await self._client.post(url, json=body)
+            try:
+                r = await self._client.post(url, json=body)
+            except httpx.TransportError:  # the answer may be lost after the step ran: same id, applied once
+                r = await self._client.post(url, json=body)
+        except httpx.HTTPError as e:
+            raise RemoteEnvError(f"{self.base_url}: step failed ({type(e).__name__}: {e})") from e
         return step_from_json(_check(r, "step"), f"{self.base_url} step")
 
     async def close(self) -> None:

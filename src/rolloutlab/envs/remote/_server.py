@@ -285,3 +285,28 @@ def build_app(
 
         add_openenv_routes(app, pool)
     return app
+
+
+LOOPBACK = ("127.", "::1", "localhost")
+
+
+def serve(
+    ids: Sequence[str],
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8100,
+    max_sessions: int = 256,
+    idle_timeout_s: float = 600.0,
+    step_timeout_s: float = 60.0,
+    openenv: bool = False,
+) -> None:
+    """Run the server in the foreground until interrupted (``rolloutlab env serve``)."""
+    import uvicorn
+
+    from rolloutlab.envs._registry import get_env_spec
+
+    specs = [get_env_spec(i) for i in ids]
+    app = build_app(
+        specs, max_sessions=max_sessions, idle_timeout_s=idle_timeout_s, step_timeout_s=step_timeout_s, openenv=openenv
+    )
+    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)

@@ -6,7 +6,8 @@ request: ``input`` messages, ``instructions``, sampling settings), ``response`` 
 OpenAI Responses object whose ``output`` lists the rollout's items), ``reward``,
 ``_ng_task_index`` / ``_ng_rollout_index``, ``agent_ref``, and whatever fields the
 environment adds (``terminated``, ``truncated``, ``info``, ``similarity``, …).  A file
-or a folder of such files; the folder is one run, one part per file.  Rollout
+or a folder of such files, at any depth (NeMo Gym's own tree keeps them in
+``resources_servers/<env>/data/``); the folder is one run, one part per file.  Rollout
 collection is an evaluation, not a training step: everything lands in split ``eval``
 at step 0, the run named after the file (or folder), its model ``response.model``.
 
@@ -22,7 +23,9 @@ Recovered:
   the next turn) or a ``user`` / ``system`` / ``developer`` message (an environment
   observation for the next turn, as the gymnasium agents write them).  Items after the
   last turn are ``final_observation`` in extras; items of other types are listed in
-  ``unread_output_items``.  The response is the last assistant text;
+  ``unread_output_items``.  The response is the last assistant text.  The aviary
+  agent's transitions (``response.output`` a list of per-step lists, each the agent
+  state so far) are cut into what each step added, and each step starts a new turn;
 - **groups**: ``_ng_task_index`` is the group (``group_id = {file}:{index}``) and
   ``_ng_rollout_index`` the sample.  Lines without them (e.g. the MCP weather example)
   are grouped by identical ``input`` (a hash of it), ``sample_idx`` by order.
@@ -34,12 +37,16 @@ Recovered:
   its reward — ``milestone_similarity``, ``minefield_similarity``).  Other numbers
   (``turn_count``, ``task_idx``) are not rewards and stay in extras, as do booleans
   (``tool_call_seen``), ``info`` and ``agent_ref``;
-- **success**: a boolean ``success`` at the top level or in ``info``; else unknown;
+- **success**: the first boolean of ``success``, ``resolved`` (the SWE-bench
+  servers), ``is_correct``, each looked up at the top level then in ``info``; else
+  unknown;
 - **ungraded** (``graded = false``, termination ``error``): ``_ng_failure_class`` set
   (a failure row, e.g. ``judge_failed``), a non-null ``exception_type`` (toolsandbox
   writes ``exception_type: "RuntimeError"`` with ``reward: 0.0`` and an empty output
   when its scorer crashed — an environment failure, not a zero), a ``response.error``,
-  or no ``reward`` at all;
+  ``evaluation_completed: false`` (the grading harness never finished, e.g. SWE-bench's:
+  its ``reward: 0`` is no grade; ``infrastructure_error`` is the error; the episode's
+  own termination is kept), or no ``reward`` at all;
 - **termination**: ``terminated`` → ``done``, ``truncated`` → ``truncated``,
   ``response.incomplete_details`` (e.g. ``max_output_tokens``) → ``truncated``;
   otherwise unknown;
@@ -56,6 +63,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from itertools import islice, pairwise
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +79,6 @@ from rolloutlab.io.importers._base import (
     ReadContext,
     RunInfo,
     default_name,
-    detect_files,
     register,
     require,
 )
@@ -79,6 +86,8 @@ from rolloutlab.io.importers._base import (
 _COMPONENT = re.compile(r"reward|score|similarity|accuracy|correct|pass", re.IGNORECASE)
 _CORE = {"responses_create_params", "response", "reward", "_ng_task_index", "_ng_rollout_index"}
 _ENV_ROLES = {"user", "system", "developer"}
+_SUCCESS = ("success", "resolved", "is_correct")
+_EVAL_INCOMPLETE = "the evaluation did not complete (evaluation_completed: false)"
 
 
 def _first_record(path: Path) -> dict[str, Any] | None:
@@ -102,7 +111,12 @@ class NemoGymImporter(Importer):
     recovers = __doc__ or ""
 
     def detect(self, src: Path) -> int:
-        return detect_files(src, ".jsonl", _is_rollouts, file_score=90)
+        if src.is_dir():
+            # The folder is what parts() reads: rollout files anywhere below it (NeMo Gym
+            # keeps them in resources_servers/<env>/data/); a few are enough to tell.
+            cands = islice((p for p in src.rglob("*.jsonl*") if logical_name(p).endswith(".jsonl")), 20)
+            return 80 if any(_is_rollouts(p) for p in cands) else 0
+        return 90 if _is_rollouts(src) else 0
 
     def run_info(self, src: Path) -> RunInfo:
         files = [src] if src.is_file() else _files(src)
@@ -133,6 +147,7 @@ def _rollout(rec: Any, lineno: int, key: str, counts: dict[str, int], sink: Part
     if not isinstance(output, list):
         raise RecordError(f"field 'response.output' must be a list, got {type(output).__name__}")
     prompt = _prompt(params)
+    steps = _steps(output, params)
 
     task_index = rec.get("_ng_task_index")
     input_hash = hashlib.blake2b(orjson.dumps(params.get("input"), option=orjson.OPT_SORT_KEYS), digest_size=8).hexdigest()
@@ -147,7 +162,7 @@ def _rollout(rec: Any, lineno: int, key: str, counts: dict[str, int], sink: Part
     explicit = next((rec[k] for k in ("task_id", "problem_id", "instance_id") if isinstance(rec.get(k), str | int)), None)
     task_id = str(explicit) if explicit is not None else group
 
-    msgs, unknown = _items(output)
+    msgs, unknown = _items(steps)
     chat = chat_turns(msgs)
     turns = chat.turns
     if chat.prompt and turns and turns[0].observation is None:  # output opened with an observation
@@ -168,11 +183,15 @@ def _rollout(rec: Any, lineno: int, key: str, counts: dict[str, int], sink: Part
         err = response["error"]
         error = str(err.get("message") or err) if isinstance(err, dict) else str(err)
         why = "the model call failed (response.error)"
+    elif rec.get("evaluation_completed") is False:
+        infra = rec.get("infrastructure_error")
+        error = str(infra) if infra else None
+        why = _EVAL_INCOMPLETE
     elif reward is None:
         why = "no reward"
     graded = why is None
 
-    if not graded:
+    if not graded and why != _EVAL_INCOMPLETE:  # the episode itself failed
         termination: str | None = "error" if error else None
     elif rec.get("terminated") is True:
         termination = "done"
@@ -182,9 +201,8 @@ def _rollout(rec: Any, lineno: int, key: str, counts: dict[str, int], sink: Part
         termination = None
 
     info = rec.get("info")
-    success = rec.get("success")
-    if not isinstance(success, bool):
-        success = info.get("success") if isinstance(info, dict) and isinstance(info.get("success"), bool) else None
+    where = (rec, info) if isinstance(info, dict) else (rec,)
+    success = next((d[k] for k in _SUCCESS for d in where if isinstance(d.get(k), bool)), None)
 
     components: dict[str, float] = {}
     extras: dict[str, Any] = {}
@@ -256,17 +274,70 @@ def _text(content: Any) -> str | None:
     return "\n".join(parts) if parts else None
 
 
-def _items(output: list[Any]) -> tuple[list[Msg], list[str]]:
+def _steps(output: list[Any], params: dict[str, Any]) -> list[list[Any]]:
+    """``response.output`` as the items of each step: one step for a plain list of items;
+    for the aviary agent's transitions (a list of per-step lists), each step's own items.
+
+    The aviary agent (``responses_api_agents/aviary_agent``, ``return_transitions``)
+    writes, per step, the whole agent state so far: the request's ``input``, the seed
+    observation, then every step's model output and observation.  Such cumulative lists
+    (each longer than the one before and starting with the same item, or starting with
+    the request's input) are cut into what each step added, without the input; lists
+    holding only their step's items are taken as they are.
+    """
+    if not any(isinstance(it, list) for it in output):
+        return [output]
+    if not all(isinstance(it, list) for it in output):
+        raise RecordError("field 'response.output' mixes items and per-step lists (aviary transitions); "
+                          "expected one or the other")
+    lists: list[list[Any]] = output
+    if not lists:
+        return []
+    inp = params.get("input")
+    inp_items = [{"role": "user", "content": inp}] if isinstance(inp, str) else inp if isinstance(inp, list) else []
+    first = lists[0]
+    n_prompt = len(inp_items) if inp_items and len(first) >= len(inp_items) and all(
+        _key(a) == _key(b) for a, b in zip(first, inp_items, strict=False)) else 0
+    grows = len(lists) > 1 and all(
+        len(b) > len(a) and a and _key(a[0]) == _key(b[0]) for a, b in pairwise(lists))
+    if not (n_prompt or grows):
+        return lists
+    out = [first[n_prompt:]]
+    out += [b[len(a):] for a, b in pairwise(lists)]
+    return out
+
+
+def _key(item: Any) -> tuple[Any, ...]:
+    """What identifies an item across the copies of the agent state (``type`` defaults
+    to ``message`` in the easy-input form, content may be text or parts)."""
+    if not isinstance(item, dict):
+        return (repr(item),)
+    try:
+        text = _text(item.get("content"))
+    except RecordError:
+        text = repr(item.get("content"))
+    return (item.get("type", "message"), item.get("role"), text, item.get("call_id"), item.get("name"))
+
+
+def _items(steps: list[list[Any]]) -> tuple[list[Msg], list[str]]:
     """Responses output items → normalised messages (one assistant message per run of
-    consecutive model items), and the types of items that are neither."""
+    consecutive model items within a step), and the types of items that are neither."""
     msgs: list[Msg] = []
     unknown: list[str] = []
-    current: Msg | None = None
+    for step in steps:
+        _step_items(step, msgs, unknown)
+    return msgs, unknown
+
+
+def _step_items(output: list[Any], msgs: list[Msg], unknown: list[str]) -> None:
+    current: Msg | None = None  # a step boundary ends a turn even without an observation
     for it in output:
         if not isinstance(it, dict):
             raise RecordError(f"a response.output item must be an object, got {type(it).__name__}")
         kind = str(it.get("type", "message"))
         role = it.get("role")
+        if role is not None and not isinstance(role, str):
+            raise RecordError(f"field 'role' must be text, got {type(role).__name__} {role!r:.60}")
         model_item = kind == "reasoning" or (kind == "message" and role == "assistant") or kind.endswith("_call")
         if model_item:
             if current is None:
@@ -299,4 +370,3 @@ def _items(output: list[Any]) -> tuple[list[Msg], list[str]]:
             msgs.append(Msg(role="user", text=_text(it.get("content"))))
         else:
             unknown.append(kind)
-    return msgs, unknown

@@ -31,8 +31,9 @@ Recovered:
   patch auto-submitted after exit X) → as X; ``early_exit`` or none (an unfinished
   trajectory, which ``run-batch`` redoes) → ``aborted``; any other status → unknown.
   The raw status stays in extras;
-- **tokens**: ``model_stats.tokens_received`` is ``response_tokens`` (0 with
-  ``api_calls > 0`` means not tracked, e.g. a replay: left unknown);
+- **tokens**: ``model_stats.tokens_received`` is ``response_tokens``; 0 while steps
+  hold model responses means not tracked — demonstrations and replays (``api_calls``
+  0) and models whose usage is not counted — and is left unknown, not 0;
   ``tokens_sent`` counts the whole context at every call, so it is no prompt length and
   stays in extras with the cost and the call count.
 
@@ -245,8 +246,11 @@ def _trajectory(data: Any, iid: str, grades: dict[str, tuple[float | None, str]]
     graded = reward is not None
 
     stats = info.get("model_stats") if isinstance(info.get("model_stats"), dict) else {}
-    received, calls_made = stats.get("tokens_received"), stats.get("api_calls")
-    tracked = isinstance(received, int) and (received > 0 or not calls_made)
+    received = stats.get("tokens_received")
+    # 0 received is a count only when the model wrote nothing: replays and
+    # demonstrations (api_calls 0) and untracked models (api_calls > 0) report 0 too.
+    wrote = any(t.action for t in turns)
+    tracked = isinstance(received, int) and not isinstance(received, bool) and (received > 0 or not wrote)
     submission = info.get("submission")
     sink.add_trajectory(
         traj_id=iid,

@@ -114,8 +114,12 @@ class TinkerImporter(Importer):
         if any(_summary_files(d) for d in _iteration_dirs(src)):
             return 90
         if (src / _METRICS).is_file() and _is_flat_metrics(_first_record(src / _METRICS)):
-            # The cookbook writes config.json beside metrics.jsonl; a rolloutlab run has run.json.
-            return 60 if (src / "config.json").is_file() and not (src / "run.json").exists() else 0
+            # The cookbook writes config.json beside metrics.jsonl; a rolloutlab run has
+            # run.json.  Without config.json the folder is as weak evidence as its lone
+            # metrics file, and is claimed alike (a file and its folder detect the same).
+            if (src / "run.json").exists():
+                return 0
+            return 60 if (src / "config.json").is_file() else 40
         return 0
 
     def run_info(self, src: Path) -> RunInfo:

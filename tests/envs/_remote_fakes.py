@@ -1,0 +1,100 @@
+"""Small environments for the remote tests, and a server process serving them.
+
+``python tests/envs/_remote_fakes.py PORT [MAX_SESSIONS] [IDLE_TIMEOUT_S]`` serves
+``count-v0``, ``flaky-v0`` and ``hang-v0`` (step timeout 1 s) with rolloutlab's server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Sequence
+
+from rolloutlab.envs import EnvSpec, Info, Observation, StepResult, Task, ToolInvocation
+
+CALLS: dict[str, int] = {"step": 0, "close": 0}
+
+
+def _tasks(split: str, seed: int) -> Sequence[Task]:
+    return [Task(id=f"{split}/{i}", split=split, category="easy" if i % 2 else "hard") for i in range(10)]
+
+
+class CountEnv:
+    """Say ``up`` until you reach ``3 + task % 3``; anything else is an invalid action."""
+
+    def __init__(self, spec: EnvSpec) -> None:
+        self.spec = spec
+        self.pos, self.goal = 0, 3
+
+    async def reset(self, *, task: Task | str | None = None, seed: int | None = None) -> Observation:
+        tid = task.id if isinstance(task, Task) else task
+        n = int(tid.split("/")[1]) if tid else (seed or 0)
+        if n >= 10:
+            raise IndexError(f"task {tid} out of range (10 tasks)")
+        self.pos, self.goal = 0, 3 + n % 3
+        return Observation(messages=({"role": "user", "content": f"Reach {self.goal}."},), anchor="0")
+
+    async def step(self, action: str | ToolInvocation) -> StepResult:
+        CALLS["step"] += 1
+        valid = action == "up"
+        self.pos += valid
+        done = self.pos >= self.goal
+        return StepResult(
+            messages=({"role": "user", "content": f"At {self.pos}." if valid else "Say up."},),
+            reward=1.0 if done else 0.0,
+            terminated=done,
+            truncated=False,
+            stop_reason="solved" if done else None,
+            anchor=str(self.pos),
+            info=Info(action_valid=valid, success=True if done else None),
+        )
+
+    async def close(self) -> None:
+        CALLS["close"] += 1
+
+
+class FlakyEnv(CountEnv):
+    async def step(self, action: str | ToolInvocation) -> StepResult:
+        if action == "boom":
+            raise RuntimeError("the simulator crashed")
+        return await super().step(action)
+
+
+class HangEnv(CountEnv):
+    async def step(self, action: str | ToolInvocation) -> StepResult:
+        if action == "hang":
+            await asyncio.sleep(3600)
+        return await super().step(action)
+
+
+def _spec(id: str, cls: type[CountEnv]) -> EnvSpec:
+    holder: list[EnvSpec] = []
+    spec = EnvSpec(
+        id=id,
+        factory=lambda: cls(holder[0]),
+        description=f"test environment {id}",
+        max_turns=8,
+        action_format="text",
+        reward_range=(0.0, 1.0),
+        tasks=_tasks,
+        has_anchor=True,
+    )
+    holder.append(spec)
+    return spec
+
+
+COUNT, FLAKY, HANG = _spec("count-v0", CountEnv), _spec("flaky-v0", FlakyEnv), _spec("hang-v0", HangEnv)
+
+if __name__ == "__main__":
+    import uvicorn
+
+    from rolloutlab.envs.remote._server import build_app
+
+    port = int(sys.argv[1])
+    if sys.argv[2:3] == ["openenv"]:
+        app = build_app([COUNT], openenv=True)
+    else:
+        cap = int(sys.argv[2]) if len(sys.argv) > 2 else 64
+        idle = float(sys.argv[3]) if len(sys.argv) > 3 else 600.0
+        app = build_app([COUNT, FLAKY, HANG], max_sessions=cap, idle_timeout_s=idle, step_timeout_s=1.0)
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
