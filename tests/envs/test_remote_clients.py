@@ -66,7 +66,7 @@ def test_server_errors_surface_as_remote_errors(fakes_url: str) -> None:
     async def t() -> None:
         env = spec.make()
         await env.reset(task="test/0")
-        with pytest.raises(RemoteEnvError, match="HTTP 500.*crashed"):
+        with pytest.raises(RemoteEnvError, match=r"HTTP 500.*crashed"):
             await env.step("boom")
         await env.close()
         env = spec_for(f"rolloutlab:hang-v0@{fakes_url}").make()
@@ -100,7 +100,7 @@ def test_server_down_mid_episode_is_an_error_not_a_hang() -> None:
         await env.reset(task="test/0")
         await env.step("up")
         stack.close()  # the server process is killed mid-episode
-        with pytest.raises(RemoteEnvError, match="step failed|cannot|Connect"):
+        with pytest.raises(RemoteEnvError, match=r"step failed|cannot|Connect"):
             await asyncio.wait_for(env.step("up"), 30)
         await env.close()
 

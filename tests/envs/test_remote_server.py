@@ -49,9 +49,10 @@ def test_episode_over_http() -> None:
         sid = await _session(c)
         obs = (await c.post(f"/sessions/{sid}/reset", json={"task": "test/1", "seed": 0})).json()
         assert obs["messages"] == [{"role": "user", "content": "Reach 4."}] and obs["anchor"] == "0"
-        for i in range(4):
-            r = (await c.post(f"/sessions/{sid}/step", json={"action": "up"})).json()
-        assert r["terminated"] is True and r["truncated"] is False and r["reward"] == 1.0 and i == 3
+        replies = [(await c.post(f"/sessions/{sid}/step", json={"action": "up"})).json() for _ in range(4)]
+        assert [x["terminated"] for x in replies] == [False, False, False, True]
+        r = replies[-1]
+        assert r["truncated"] is False and r["reward"] == 1.0
         assert r["info"]["success"] is True
         again = await c.post(f"/sessions/{sid}/step", json={"action": "up"})
         assert again.status_code == 409 and "reset" in again.json()["error"]

@@ -37,7 +37,18 @@ def store_path(store: Path | None) -> Path:
 
 
 def _register() -> None:
-    from rolloutlab.cli import analyze, ingest, report, runs, serve, show, sql  # noqa: F401
+    # one module per command; env_serve adds `env serve` to the env sub-app
+    from rolloutlab.cli import (  # noqa: F401
+        analyze,
+        env,
+        env_serve,
+        ingest,
+        report,
+        runs,
+        serve,
+        show,
+        sql,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -45,7 +56,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     _register()
     try:
-        app(args=list(argv) if argv is not None else None, standalone_mode=False)
+        # with standalone_mode=False click returns typer.Exit's code instead of raising it
+        rv = app(args=list(argv) if argv is not None else None, standalone_mode=False)
     except RolloutlabError as e:
         err_console.print(f"[bold red]error:[/] {e}", highlight=False, markup=True, soft_wrap=True)
         return 1
@@ -59,4 +71,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         if callable(show):
             show()
         return int(getattr(e, "exit_code", 2))
-    return 0
+    return rv if isinstance(rv, int) else 0
