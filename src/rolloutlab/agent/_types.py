@@ -52,6 +52,9 @@ class GenerateRequest:
     """OpenAI tool schemas offered to the model."""
     stop: tuple[str, ...] = ()
     seed: int | None = None
+    available_actions: tuple[str, ...] | None = None
+    """Admissible actions the environment listed for this state (``Info.available_actions``),
+    for policies that choose among them (random, scripted); ``None`` when it lists none."""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,563 @@
+"""The multi-turn agent loop: one episode of a policy in an environment, recorded exactly.
+
+``run_episode`` resets the environment, then per turn asks the policy for a reply, parses
+the action, steps the environment, and records the turn, until the environment ends the
+episode (``terminated`` / ``truncated``) or the horizon ``max_turns`` is reached.  It
+returns an :class:`Episode`: the :class:`rolloutlab.schema.Trajectory` in the run format,
+per-turn rewards and anchors, and — when the policy works in token ids — the training
+samples.  ``run_episodes`` runs many concurrently (asyncio, bounded by a semaphore) and
+returns them in job order.
+
+Token-in, token-out (the invariant, ``_tokens.TokenTrack``)
+-----------------------------------------------------------
+With ``policy.tokenizer`` set, the loop keeps a *running* id sequence ``R`` and the policy
+continues exactly ``R`` each turn:
+
+1. Turn 0: ``R = render(messages, add_generation_prompt=True)``; a sample opens with that
+   prompt.
+2. The policy samples ids ``S`` (with log-probabilities).  ``S`` is appended to the
+   sample's response as is — mask 1, the sampler's log-probs — never decoded and
+   re-encoded.  ``R = R + S``.  The reply's text (decoded from ``S``) goes into the message
+   history for the parser and the record.
+3. The environment answers with messages ``M``.  Render ``A = render(history incl. the
+   reply, add_generation_prompt=False)`` and ``B = render(history + M,
+   add_generation_prompt=True)``, and check, token for token, that ``A`` starts with ``R``
+   (the template re-renders the earlier turns and the sampled ids identically) and ``B``
+   starts with ``A`` (the new messages do not rewrite earlier turns).  If both hold, the
+   ids ``B[len(R):]`` — template tokens that close the reply but were not sampled (a
+   newline after ``<|im_end|>``), the observation, the next generation prompt — are
+   appended with mask 0 and log-prob 0.0, and ``R = B``.  The sampled ids are thus part
+   of ``R`` verbatim and ``R == prompt + sampled + observation deltas`` exactly.
+4. If a check fails, the current sample is closed (it keeps ``S`` as sampled) and a new
+   sample opens at the next turn with prompt ``B``: ``template_rewrite`` when rendering
+   changed tokens before ``S`` or a later message rewrote earlier turns (Qwen3's template
+   strips ``<think>`` from earlier assistant turns), ``retokenization_drift`` when the
+   decoded reply re-encodes to other ids than ``S``.  Training on the merged sequence
+   would train on a prompt the model never saw (verl#3960, prime-rl#1334); the breaks are
+   recorded in ``Trajectory.extras["token_breaks"]``.
+
+Mask-0 tokens carry the index of the turn they follow in ``turn_index``.
+
+Invalid actions
+---------------
+A reply the parser cannot read is *not* sent to the environment: the environment's state
+does not change for a formatting slip, so its own action-validity rules stay its own.
+The loop answers with a corrective ``user`` message (the parser's error and a format
+hint), records the turn with ``action_valid = False`` and ``reward =
+invalid_action_penalty`` (``None`` when no penalty is set), and the turn counts toward
+``max_turns``.  An action the environment itself rejects comes back with
+``info.action_valid = False`` and is recorded as such.
+
+Failure semantics
+-----------------
+- Environment: ``reset``/``step`` raising, taking longer than ``env_timeout_s``, or
+  returning malformed data (not an Observation/StepResult, messages that are not chat
+  messages, a non-finite reward) restarts the whole episode with a fresh environment
+  (nothing is replayed), up to ``env_retries`` times; then the episode ends with
+  ``termination = "error"``, ``graded = False``, ``reward = None`` and the reason in
+  ``error``.  ``close()`` is always called (bounded by ``env_timeout_s``; a failing close
+  is recorded in ``extras["close_errors"]``, it does not fail a finished episode).
+- Policy: an exception, a timeout (``policy_timeout_s``) or a malformed generation is
+  retried ``policy_retries`` times with exponential backoff; then the episode ends as an
+  error as above.  Episodes are never dropped and never scored 0 for a failure.
+
+Episode reward
+--------------
+The sum of the non-``None`` step rewards (invalid-action penalties included).  When no
+step gave a reward: an episode cut by the horizon or truncated gets 0.0 (the task was not
+accomplished), one the environment ended without any reward is ungraded (its grader gave
+nothing).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import time
+import zlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rolloutlab.agent._parsers import Parsed, format_hint, get_parser
+from rolloutlab.agent._tokens import TokenTrack
+from rolloutlab.agent._types import Episode, GenerateRequest, Generation, Policy, TokenSample
+from rolloutlab.envs import (
+    Action,
+    Env,
+    EnvSpec,
+    Info,
+    Message,
+    Observation,
+    StepResult,
+    Task,
+    ToolInvocation,
+    termination_of,
+)
+from rolloutlab.schema import Split, ToolCall, Trajectory, Turn
+
+__all__ = ["EpisodeJob", "LoopConfig", "run_episode", "run_episodes"]
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    """How episodes are run.  Frozen: change a field per call with ``dataclasses.replace``."""
+
+    max_turns: int | None = None
+    """Horizon: the most agent turns per episode (``None``: the environment spec's
+    ``max_turns``).  The trainer may change it per step (ScalingInter-RL)."""
+    max_tokens_per_turn: int = 512
+    """Per-turn token cap passed to the policy (``GenerateRequest.max_tokens``)."""
+    parser: str | None = None
+    """Action parser name (``text``, ``xml``, ``react``, ``search_r1``, ``tool_call``,
+    ``hermes``); ``None``: the environment spec's ``action_format``."""
+    invalid_action_penalty: float | None = None
+    """Reward of a turn whose reply could not be parsed; ``None``: no reward for that turn."""
+    temperature: float = 1.0
+    """Sampling temperature."""
+    top_p: float = 1.0
+    """Nucleus sampling threshold."""
+    env_timeout_s: float = 60.0
+    """Longest wait for one ``reset``/``step``/``close`` before the environment counts as hung."""
+    env_retries: int = 2
+    """How many times a failed episode restarts with a fresh environment before it is an error."""
+    policy_timeout_s: float = 600.0
+    """Longest wait for one policy call before it counts as failed (and is retried)."""
+    policy_retries: int = 3
+    """Retries of a failed policy call (exception, timeout, malformed generation)."""
+    policy_backoff_s: float = 0.5
+    """First wait before a policy retry; doubles each retry, up to ``policy_backoff_max_s``."""
+    policy_backoff_max_s: float = 30.0
+    """Longest wait between policy retries."""
+    split: Split = "train"
+    """``Trajectory.split`` of the records (``train`` for training rollouts, ``eval`` for eval)."""
+
+    def __post_init__(self) -> None:
+        from rolloutlab.io import RolloutlabError
+
+        if self.max_turns is not None and self.max_turns < 1:
+            raise RolloutlabError(f"max_turns must be >= 1, got {self.max_turns}")
+        if self.max_tokens_per_turn < 1:
+            raise RolloutlabError(f"max_tokens_per_turn must be >= 1, got {self.max_tokens_per_turn}")
+        if self.env_retries < 0 or self.policy_retries < 0:
+            raise RolloutlabError("env_retries and policy_retries must be >= 0")
+        if self.env_timeout_s <= 0 or self.policy_timeout_s <= 0:
+            raise RolloutlabError("env_timeout_s and policy_timeout_s must be > 0")
+        if self.parser is not None:
+            get_parser(self.parser)
+
+
+@dataclass(frozen=True)
+class EpisodeJob:
+    """One episode to run (the arguments of :func:`run_episode` besides policy and config)."""
+
+    env_factory: Callable[[], Env]
+    """Builds a fresh environment (called again for each retry)."""
+    task: Task
+    seed: int | None
+    """Seed of ``reset`` (and of the policy's sampling, per turn)."""
+    step: int
+    """``Trajectory.step``: the optimizer step or checkpoint step."""
+    traj_id: str
+    group_id: str | None = None
+    sample_idx: int | None = None
+    policy_version: int | None = None
+
+
+class _EnvFailure(Exception):
+    """The environment raised, hung or returned malformed data (the episode restarts)."""
+
+
+class _PolicyFailure(Exception):
+    """The policy failed after its retries (the episode ends as an error)."""
+
+
+_ROLES = frozenset({"system", "user", "assistant", "tool"})
+
+
+def _check_messages(messages: Any, where: str) -> tuple[Message, ...]:
+    if not isinstance(messages, tuple | list):
+        raise _EnvFailure(f"{where} returned malformed data: messages is {type(messages).__name__}, not a list")
+    for i, m in enumerate(messages):
+        if not isinstance(m, Mapping) or m.get("role") not in _ROLES or not isinstance(m.get("content"), str):
+            raise _EnvFailure(
+                f"{where} returned malformed data: message {i} is not a chat message "
+                f"{{'role': system|user|assistant|tool, 'content': str}} (got {str(m)[:80]!r})"
+            )
+    return tuple(dict(m) for m in messages)
+
+
+def _check_step(res: Any) -> StepResult:
+    if not isinstance(res, StepResult):
+        raise _EnvFailure(f"env.step returned malformed data: {type(res).__name__}, not StepResult")
+    _check_messages(res.messages, "env.step")
+    r = res.reward
+    if r is not None and (isinstance(r, bool) or not isinstance(r, int | float) or not math.isfinite(r)):
+        raise _EnvFailure(f"env.step returned malformed data: reward {r!r} is not a finite number or None")
+    if not isinstance(res.terminated, bool) or not isinstance(res.truncated, bool):
+        raise _EnvFailure("env.step returned malformed data: terminated/truncated must be bool")
+    if not isinstance(res.info, Info):
+        raise _EnvFailure(f"env.step returned malformed data: info is {type(res.info).__name__}, not Info")
+    return res
+
+
+def _check_generation(gen: Any, tokenized: bool) -> Generation:
+    if not isinstance(gen, Generation):
+        raise ValueError(f"policy returned {type(gen).__name__}, not Generation")
+    if not isinstance(gen.text, str):
+        raise ValueError(f"policy returned text of type {type(gen.text).__name__}")
+    if gen.finish_reason == "error":
+        raise ValueError("policy reported finish_reason 'error'")
+    if tokenized:
+        if gen.token_ids is None or gen.logprobs is None:
+            raise ValueError("a policy with a tokenizer must return token_ids and logprobs")
+        if len(gen.token_ids) != len(gen.logprobs):
+            raise ValueError(f"token_ids ({len(gen.token_ids)}) and logprobs ({len(gen.logprobs)}) differ in length")
+        if any(not math.isfinite(x) for x in gen.logprobs):
+            raise ValueError("policy returned non-finite logprobs")
+    return gen
+
+
+def _clean(text: str) -> str:
+    """Text safe to write as JSON: lone surrogates (from binary decoded with surrogateescape)
+    become U+FFFD."""
+    return text.encode("utf-8", "replace").decode("utf-8") if not text.isascii() else text
+
+
+def _joined(messages: Sequence[Message]) -> str:
+    return "\n".join(_clean(str(m.get("content", ""))) for m in messages)
+
+
+def _turn_seed(seed: int | None, turn: int) -> int | None:
+    return None if seed is None else zlib.crc32(f"{seed}/{turn}".encode()) & 0x7FFFFFFF
+
+
+def _action_text(a: Action) -> str:
+    if isinstance(a, ToolInvocation):
+        return f"{a.name}({json.dumps(dict(a.arguments), ensure_ascii=False, default=str)})"
+    return _clean(a)
+
+
+@dataclass
+class _State:
+    """What one attempt of an episode has gathered so far (also recorded when it fails)."""
+
+    prompt: list[Message] = field(default_factory=list)
+    turns: list[Turn] = field(default_factory=list)
+    turn_rewards: list[float | None] = field(default_factory=list)
+    anchors: list[str | None] = field(default_factory=list)
+    timings: list[dict[str, float]] = field(default_factory=list)
+    finish_reasons: list[str] = field(default_factory=list)
+    policy_versions: list[int] = field(default_factory=list)
+    components: dict[str, float] = field(default_factory=dict)
+    env_extras: dict[str, Any] = field(default_factory=dict)
+    env_metrics: dict[str, float] = field(default_factory=dict)
+    terminated: bool = False
+    truncated: bool = False
+    stop_reason: str | None = None
+    success: bool | None = None
+    invalid: int = 0
+    tool_calls: int = 0
+    response_tokens: int = 0
+    response_counted: bool = True
+    last_text: str | None = None
+    tokens: TokenTrack | None = None
+
+
+class _Episode:
+    """Runs one attempt of one episode; the caller owns retries and the record."""
+
+    def __init__(self, env: Env, policy: Policy, task: Task, seed: int | None, config: LoopConfig) -> None:
+        self.env, self.policy, self.task, self.seed, self.config = env, policy, task, seed, config
+        spec: EnvSpec = env.spec
+        self.max_turns = config.max_turns or spec.max_turns
+        self.parser_name = config.parser or spec.action_format
+        self.parser = get_parser(self.parser_name)
+        self.tools = _tool_schemas(spec)
+        self.state = _State()
+
+    async def _env(self, what: str, coro: Any) -> Any:
+        try:
+            return await asyncio.wait_for(coro, self.config.env_timeout_s)
+        except TimeoutError:
+            raise _EnvFailure(f"env.{what} did not answer within {self.config.env_timeout_s:g}s") from None
+        except _EnvFailure:
+            raise
+        except Exception as e:
+            raise _EnvFailure(f"env.{what} raised {type(e).__name__}: {_clean(str(e))[:500]}") from e
+
+    async def _generate(self, request: GenerateRequest) -> Generation:
+        c = self.config
+        delay = c.policy_backoff_s
+        errors: list[str] = []
+        for attempt in range(c.policy_retries + 1):
+            try:
+                gen = await asyncio.wait_for(self.policy.generate(request), c.policy_timeout_s)
+                return _check_generation(gen, self.state.tokens is not None)
+            except TimeoutError:
+                errors.append(f"timed out after {c.policy_timeout_s:g}s")
+            except Exception as e:
+                errors.append(f"{type(e).__name__}: {_clean(str(e))[:300]}")
+            if attempt < c.policy_retries:
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, c.policy_backoff_max_s)
+        raise _PolicyFailure(f"policy failed {len(errors)} times; last: {errors[-1]}")
+
+    async def run(self) -> None:
+        st = self.state
+        obs = await self._env("reset", self.env.reset(task=self.task, seed=self.seed))
+        if not isinstance(obs, Observation):
+            raise _EnvFailure(f"env.reset returned malformed data: {type(obs).__name__}, not Observation")
+        history = list(_check_messages(obs.messages, "env.reset"))
+        st.prompt = [dict(m) for m in history]
+        if self.policy.tokenizer is not None:
+            st.tokens = TokenTrack(self.policy.tokenizer, history)
+        seen, anchor, admissible = list(history), obs.anchor, obs.info.available_actions
+        for t in range(self.max_turns):
+            request = GenerateRequest(
+                messages=tuple(history), prompt_ids=st.tokens.prompt() if st.tokens else None,
+                max_tokens=self.config.max_tokens_per_turn, temperature=self.config.temperature,
+                top_p=self.config.top_p, tools=self.tools, seed=_turn_seed(self.seed, t),
+                available_actions=tuple(admissible) if admissible is not None else None,
+            )
+            t0 = time.perf_counter()
+            gen = await self._generate(request)
+            policy_s = time.perf_counter() - t0
+            if st.tokens is not None:
+                assert gen.token_ids is not None and gen.logprobs is not None  # _check_generation
+                st.tokens.add_sampled(gen.token_ids, gen.logprobs, t)
+            history.append(_assistant_message(gen))
+            parsed = self.parser(gen)
+            t1 = time.perf_counter()
+            new, reward, valid, results = await self._act(parsed)
+            st.timings.append({"policy_s": round(policy_s, 6), "env_s": round(time.perf_counter() - t1, 6)})
+            done = st.terminated or st.truncated
+            self._record(t, gen, parsed, seen, anchor, new, reward, valid, done, results)
+            if results:
+                anchor, admissible = results[-1].anchor, results[-1].info.available_actions
+            if done or t + 1 >= self.max_turns:
+                break
+            if st.tokens is not None:
+                st.tokens.add_observation(history, new, t)
+            history.extend(new)
+            seen = new
+
+    async def _act(self, parsed: Parsed) -> tuple[list[Message], float | None, bool, list[StepResult]]:
+        """Step the environment with the parsed actions (not at all when there are none)."""
+        st = self.state
+        if not parsed.valid:
+            st.invalid += 1
+            hint = format_hint(self.parser_name)
+            msg = {"role": "user", "content": f"Your reply could not be read: {parsed.error}. {hint}".strip()}
+            return [msg], self.config.invalid_action_penalty, False, []
+        new: list[Message] = []
+        rewards: list[float] = []
+        valid = True
+        results: list[StepResult] = []
+        for action in parsed.actions:
+            res = _check_step(await self._env("step", self.env.step(action)))
+            results.append(res)
+            new.extend(dict(m) for m in res.messages)
+            if res.reward is not None:
+                rewards.append(float(res.reward))
+            info = res.info
+            if info.action_valid is False:
+                valid = False
+            if info.success is not None:
+                st.success = info.success
+            for k, v in info.reward_components.items():
+                st.components[k] = st.components.get(k, 0.0) + float(v)
+            for k, v in info.metrics.items():
+                st.env_metrics[k] = st.env_metrics.get(k, 0.0) + float(v)
+            st.env_extras.update(info.extras)
+            if isinstance(action, ToolInvocation):
+                st.tool_calls += 1
+            if res.terminated or res.truncated:
+                st.terminated, st.truncated, st.stop_reason = res.terminated, res.truncated, res.stop_reason
+                break
+        if not valid:
+            st.invalid += 1
+        return new, (sum(rewards) if rewards else None), valid, results
+
+    def _record(
+        self, t: int, gen: Generation, parsed: Parsed, seen: Sequence[Message], anchor: str | None,
+        new: Sequence[Message], reward: float | None, valid: bool, done: bool, results: list[StepResult],
+    ) -> None:
+        st = self.state
+        st.turn_rewards.append(reward)
+        st.anchors.append(anchor)
+        st.finish_reasons.append(gen.finish_reason)
+        if gen.policy_version is not None:
+            st.policy_versions.append(gen.policy_version)
+        ntok = len(gen.token_ids) if gen.token_ids is not None else None
+        if ntok is None:
+            st.response_counted = False
+        else:
+            st.response_tokens += ntok
+        st.last_text = _clean(gen.text)
+        calls = [a for a in parsed.actions if isinstance(a, ToolInvocation)] if parsed.valid else []
+        st.turns.append(Turn(
+            turn_idx=t, observation=_joined(seen), anchor_obs=anchor, thought=_clean(parsed.thought) if parsed.thought else None,
+            action=_clean(gen.text),
+            parsed_action="\n".join(_action_text(a) for a in parsed.actions) if parsed.valid else None,
+            tool_calls=[_tool_call_record(c, new) for c in calls],
+            action_valid=valid, reward=reward, done=done, tokens=ntok,
+        ))
+
+
+def _assistant_message(gen: Generation) -> Message:
+    msg: Message = {"role": "assistant", "content": gen.text}
+    if gen.tool_calls:
+        msg["tool_calls"] = [
+            {"id": c.id or f"call_{i}", "type": "function",
+             "function": {"name": c.name, "arguments": json.dumps(dict(c.arguments), default=str)}}
+            for i, c in enumerate(gen.tool_calls)
+        ]
+    return msg
+
+
+def _tool_call_record(call: ToolInvocation, new: Sequence[Message]) -> ToolCall:
+    result = next((str(m.get("content")) for m in new if m.get("role") == "tool" and call.id is not None
+                   and m.get("tool_call_id") == call.id), None)
+    return ToolCall(name=call.name, arguments=json.dumps(dict(call.arguments), ensure_ascii=False, default=str),
+                    id=call.id, result=_clean(result) if result is not None else None)
+
+
+def _tool_schemas(spec: EnvSpec) -> tuple[dict[str, Any], ...]:
+    if not spec.tools:
+        return ()
+    from rolloutlab.envs._tools import tool_schema  # type: ignore[import-not-found, unused-ignore]
+
+    return tuple(tool_schema(f) for f in spec.tools)
+
+
+def _reward(st: _State, termination: str) -> tuple[float | None, str | None]:
+    """Episode reward and, when ungraded, why (see the module docstring)."""
+    given = [r for r in st.turn_rewards if r is not None]
+    if given:
+        return float(sum(given)), None
+    if termination in ("max_turns", "truncated"):
+        return 0.0, None
+    return None, "the environment ended the episode without giving a reward"
+
+
+async def run_episode(
+    env_factory: Callable[[], Env],
+    policy: Policy,
+    task: Task,
+    *,
+    config: LoopConfig,
+    seed: int | None,
+    step: int,
+    traj_id: str,
+    group_id: str | None = None,
+    sample_idx: int | None = None,
+    policy_version: int | None = None,
+) -> Episode:
+    """Run one episode; never raises for environment or policy failures (see the module
+    docstring): a failed episode comes back with ``termination = "error"``, ungraded."""
+    attempt_errors: list[str] = []
+    close_errors: list[str] = []
+    runner: _Episode | None = None
+    error: str | None = None
+    env_id: str | None = None
+    for _attempt in range(config.env_retries + 1):
+        try:
+            env = env_factory()
+        except Exception as e:
+            attempt_errors.append(f"env factory raised {type(e).__name__}: {_clean(str(e))[:300]}")
+            continue
+        try:
+            runner = _Episode(env, policy, task, seed, config)
+            env_id = env.spec.id
+            await runner.run()
+            error = None
+            break
+        except _EnvFailure as e:
+            error = str(e)
+            attempt_errors.append(error)
+        except _PolicyFailure as e:
+            error = str(e)
+            break
+        finally:
+            try:
+                await asyncio.wait_for(env.close(), config.env_timeout_s)
+            except Exception as e:  # recorded: a close failure does not undo the episode
+                close_errors.append(f"{type(e).__name__}: {_clean(str(e))[:200]}")
+    else:
+        error = f"environment failed {len(attempt_errors)} times; last: {attempt_errors[-1]}" if attempt_errors else error
+    return _episode(runner, config, task=task, seed=seed, step=step, traj_id=traj_id, group_id=group_id,
+                    sample_idx=sample_idx, policy_version=policy_version, error=error, env_id=env_id,
+                    attempt_errors=attempt_errors, close_errors=close_errors)
+
+
+def _episode(
+    runner: _Episode | None, config: LoopConfig, *, task: Task, seed: int | None, step: int, traj_id: str,
+    group_id: str | None, sample_idx: int | None, policy_version: int | None, error: str | None,
+    env_id: str | None, attempt_errors: list[str], close_errors: list[str],
+) -> Episode:
+    st = runner.state if runner is not None else _State()
+    max_turns = runner.max_turns if runner is not None else (config.max_turns or 0)
+    termination = termination_of(terminated=st.terminated, truncated=st.truncated, turns=len(st.turns),
+                                 max_turns=max_turns, error=error is not None)
+    reward, ungraded_why = (None, error) if error is not None else _reward(st, termination)
+    if policy_version is None and st.policy_versions:
+        policy_version = min(st.policy_versions)
+    extras: dict[str, Any] = dict(st.env_extras)
+    extras.update({
+        "env_id": env_id, "env_seed": seed, "parser": runner.parser_name if runner else config.parser,
+        "max_turns": max_turns, "stop_reason": st.stop_reason, "finish_reasons": st.finish_reasons,
+        "timings": st.timings, "policy_version": policy_version,
+    })
+    if st.env_metrics:
+        extras["env_metrics"] = st.env_metrics
+    if attempt_errors:
+        extras["attempt_errors"] = attempt_errors  # each failed attempt's reason, also when a retry succeeded
+    if close_errors:
+        extras["close_errors"] = close_errors
+    samples: list[TokenSample] = []
+    if st.tokens is not None:
+        extras["token_breaks"] = st.tokens.breaks
+        if error is None:
+            samples = st.tokens.finish()
+    traj = Trajectory(
+        traj_id=traj_id, step=step, split=config.split, group_id=group_id, sample_idx=sample_idx,
+        task_id=task.id, data_source=env_id, prompt=st.prompt or None, response=st.last_text,
+        reward=reward, reward_components=st.components, success=st.success if reward is not None else None,
+        graded=reward is not None, termination=termination, error=ungraded_why,
+        num_turns=len(st.turns), prompt_tokens=st.tokens.prompt_tokens if st.tokens else None,
+        response_tokens=st.response_tokens if st.response_counted and st.turns else None,
+        tool_calls=st.tool_calls, invalid_actions=st.invalid, turns=st.turns, extras=extras,
+    )
+    return Episode(trajectory=traj, samples=samples, turn_rewards=st.turn_rewards, anchors=st.anchors)
+
+
+async def run_episodes(
+    jobs: Sequence[EpisodeJob],
+    policy: Policy,
+    *,
+    config: LoopConfig,
+    concurrency: int,
+    progress: Callable[[Episode], None] | None = None,
+) -> list[Episode]:
+    """Run ``jobs`` with at most ``concurrency`` episodes at once; results in job order.
+    ``progress(episode)`` is called as each episode finishes (in completion order)."""
+    if concurrency < 1:
+        from rolloutlab.io import RolloutlabError
+
+        raise RolloutlabError(f"concurrency must be >= 1, got {concurrency}")
+    sem = asyncio.Semaphore(concurrency)
+
+    async def one(job: EpisodeJob) -> Episode:
+        async with sem:
+            ep = await run_episode(
+                job.env_factory, policy, job.task, config=config, seed=job.seed, step=job.step,
+                traj_id=job.traj_id, group_id=job.group_id, sample_idx=job.sample_idx,
+                policy_version=job.policy_version,
+            )
+        if progress is not None:
+            progress(ep)
+        return ep
+
+    return list(await asyncio.gather(*(one(j) for j in jobs)))
