@@ -90,3 +90,71 @@ def snippet_of(raw: bytes | str, column: int | None = None, width: int = 60) -> 
         start = max(0, column - 1 - width // 2)
         out = ("…" if start else "") + text[start : start + width] + ("…" if start + width < len(text) else "")
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in out)
+
+
+class StoreDamaged(RolloutlabError):
+    """A file the manifest lists is missing or unreadable; names it and the repair command."""
+
+    def __init__(self, store: str | Path, file: str | Path, why: str) -> None:
+        self.store = str(store)
+        self.file = str(file)
+        self.why = why
+        super().__init__(
+            f"store {store} is damaged: {file} {why}; run `rolloutlab check-store --repair --store {store}`, "
+            "then ingest the sources again"
+        )
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (StoreDamaged, (self.store, self.file, self.why))
+
+
+class DiskFull(RolloutlabError):
+    """No space left (or quota exceeded) while writing under ``folder``; the store is unchanged."""
+
+    def __init__(self, folder: str | Path) -> None:
+        self.folder = str(folder)
+        super().__init__(f"no space left on the disk holding {folder}; the store is unchanged")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (DiskFull, (self.folder,))
+
+
+_DISK_FULL = (28, 122)  # ENOSPC, EDQUOT (Linux numbering, also used by the BSDs for ENOSPC)
+
+
+def is_disk_full(e: BaseException) -> bool:
+    """True for ENOSPC / EDQUOT, also when Arrow wraps the OS error in its own message."""
+    import errno
+
+    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", 122)):
+        return True
+    text = str(e)
+    return "No space left on device" in text or "Disk quota exceeded" in text
+
+
+def unexpected(e: BaseException, *, path: str | Path | None, line: int | None = None,
+               importer: str | None = None) -> InputError:
+    """A located :class:`InputError` for an exception nobody foresaw while reading ``path``.
+
+    Compressed data that does not decompress and files that cannot be read are input
+    faults; anything else is a bug in rolloutlab, and the message says so — still with the
+    file and record, so ``--on-error skip`` can quarantine the record and go on.
+    """
+    import zlib
+
+    kind = type(e).__name__
+    detail = str(e)[:200] or kind
+    if isinstance(e, zlib.error | EOFError) or type(e).__module__.startswith(("gzip", "zstandard", "zipfile", "tarfile", "lzma")):
+        return InputError(f"corrupt compressed data ({kind}: {detail})", path=path, line=line)
+    if isinstance(e, UnicodeError):
+        return InputError(f"not valid UTF-8 ({detail})", path=path, line=line)
+    if isinstance(e, MemoryError):
+        return InputError("ran out of memory reading this record (a length or count in it is absurd?)", path=path, line=line)
+    if isinstance(e, OSError) and not is_disk_full(e):
+        return InputError(f"cannot read: {e.strerror or detail}", path=path, line=line)
+    who = f"the {importer} importer" if importer else "rolloutlab"
+    return InputError(
+        f"unexpected {kind} in {who}: {detail} — this is a bug, please report it "
+        "(with this message) at the rolloutlab issue tracker",
+        path=path, line=line,
+    )

@@ -112,7 +112,14 @@ def iter_jsonl(
                     continue
                 # Python's json writes NaN / Infinity, which strict JSON (orjson) refuses;
                 # read such lines so the record check can name the non-finite field.
-                lenient = _lenient(raw)
+                try:
+                    lenient = _lenient(raw)
+                except JsonRefused as refused:
+                    err = InputError(str(refused), path=path, line=lineno, snippet=snippet_of(raw))
+                    if on_bad_line is None:
+                        raise err from None
+                    on_bad_line(err)
+                    continue
                 if lenient is not None:
                     yield lineno, lenient
                     continue
@@ -129,12 +136,45 @@ def iter_jsonl(
 def _lenient(raw: bytes) -> Any:
     if b"NaN" not in raw and b"Infinity" not in raw:
         return None
+    try:
+        return json_fallback(raw)
+    except JsonRefused:
+        raise
+    except ValueError:  # includes JSONDecodeError and UnicodeDecodeError
+        return None
+
+
+class JsonRefused(ValueError):
+    """Parsed by the standard library, but holds what the store cannot keep."""
+
+
+def _parse_int(text: str) -> int | float:
+    # As orjson does: integers past 64 bits become doubles (and 400-digit ones inf, which
+    # the record checks refuse by name); also sidesteps int()'s 4300-digit limit.
+    if len(text) <= 21:
+        v = int(text)
+        if -(2**63) <= v < 2**64:
+            return v
+    return float(text)
+
+
+def json_fallback(data: bytes | str) -> Any:
+    """Python's ``json.loads`` for what orjson refuses but Python writes (``NaN``,
+    ``Infinity``), made as strict as orjson where it matters: nesting past 1,000 levels
+    and lone surrogate escapes (``"\\ud800"``, not encodable as UTF-8) raise
+    :class:`JsonRefused`; other malformed input raises ``ValueError`` as ``json`` does."""
     import json
 
     try:
-        return json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        return None
+        obj = json.loads(data, parse_int=_parse_int)
+    except RecursionError:
+        raise JsonRefused("nested too deeply (more than about 1,000 levels)") from None
+    try:
+        orjson.dumps(obj)
+    except TypeError as e:  # orjson names surrogates; its own depth limit (255) is no fault
+        if "surrogate" in str(e):
+            raise JsonRefused("a string holds a lone surrogate escape (\\ud800-\\udfff), not valid Unicode") from None
+    return obj
 
 
 def _bad_line(

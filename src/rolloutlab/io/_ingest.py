@@ -8,6 +8,7 @@ store as it was; ``on_error="skip"`` quarantines bad records into ``rejects`` in
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import uuid
@@ -20,11 +21,18 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rolloutlab.io._errors import IncompleteTail, InputError, RolloutlabError
+from rolloutlab.io._errors import (
+    IncompleteTail,
+    InputError,
+    RecordError,
+    RolloutlabError,
+    is_disk_full,
+    unexpected,
+)
 from rolloutlab.io._files import extract_archive, fingerprint, is_archive, remove_tree
-from rolloutlab.io._sink import PartSink
+from rolloutlab.io._sink import PartSink, storable
 from rolloutlab.io._store import Store, slug
-from rolloutlab.io.importers import REGISTRY, Importer, Part, ReadContext, detect_format
+from rolloutlab.io.importers import REGISTRY, Importer, Part, ReadContext, RunInfo, detect_format
 from rolloutlab.schema import FORMAT_VERSION, REJECTS
 
 
@@ -117,13 +125,16 @@ def _ingest_source(
     root_key = str(src.resolve())
     tmp_root: Path | None = None
     if is_archive(src) and not (format or "").startswith("inspect"):
-        probe = detect_format(src, format=format, mapping=mapping, quiet=True)
+        with importer_boundary(None, src):
+            probe = detect_format(src, format=format, mapping=mapping, quiet=True)
         if probe is None:
             tmp_root, src = extract_archive(src)
     try:
-        importer = detect_format(src, format=format, mapping=mapping, split=split)
+        with importer_boundary(None, src):
+            importer = detect_format(src, format=format, mapping=mapping, split=split)
         assert importer is not None
-        info = importer.run_info(src)
+        with importer_boundary(importer, src):
+            info = _checked_info(importer.run_info(src), src)
         run_id = _choose_run_id(manifest, name or info.name, root_key, explicit=name is not None)
         entry = manifest["runs"].setdefault(run_id, {"run": {}, "sources": [], "parts": {}})
         run = entry["run"]
@@ -145,7 +156,8 @@ def _ingest_source(
 
         rep = SourceReport(source=str(src), format=importer.name, run_id=run_id)
         ctx = ReadContext(on_error)
-        parts = importer.parts(src)
+        with importer_boundary(importer, src):
+            parts = importer.parts(src)
         if not parts:
             ctx.warn(f"{src}: no {importer.name} files found")
         src_tag = hashlib.blake2b(root_key.encode(), digest_size=4).hexdigest()
@@ -195,6 +207,22 @@ def _ingest_source(
             remove_tree(tmp_root)
 
 
+def _checked_info(info: RunInfo, src: Path) -> RunInfo:
+    """The run's identity as the manifest can hold it, or an error naming the bad field."""
+    for name in ("name", "model", "algorithm", "env", "status", "created_at"):
+        v = getattr(info, name)
+        if not (isinstance(v, str) or (v is None and name != "name")):
+            raise InputError(f"run {name} must be text, got {type(v).__name__} {str(v)[:60]!r}", path=src)
+    if not isinstance(info.config, dict) or not isinstance(info.labels, dict):
+        raise InputError("run config and labels must be JSON objects", path=src)
+    try:
+        info.config = storable(info.config)
+        info.labels = {str(k): str(v) for k, v in info.labels.items()}
+    except RecordError as e:
+        raise InputError(f"run config: {e.message}", path=src) from None
+    return info
+
+
 @dataclass
 class _PartResult:
     stem: str
@@ -206,17 +234,49 @@ class _PartResult:
     pending: tuple[str, int] | None = None
 
 
+@contextlib.contextmanager
+def importer_boundary(importer: Importer | None, path: Path) -> Iterator[None]:
+    """Where importer code is called: whatever it raises leaves as a located error.
+
+    Errors rolloutlab raises on purpose pass unchanged, and so does a full disk (reported
+    once, for the store); any other exception — corrupt compressed data, an unreadable
+    file, or a bug nobody foresaw — becomes an :class:`InputError` naming ``path`` (see
+    :func:`rolloutlab.io._errors.unexpected`), never a bare traceback.  Record-level
+    faults are located more precisely by :meth:`ReadContext.record`.
+    """
+    try:
+        yield
+    except RolloutlabError:
+        raise
+    except Exception as e:
+        if is_disk_full(e):
+            raise
+        raise unexpected(e, path=path, importer=importer.name if importer else None) from e
+
+
 def _read_one(importer: Importer, part: Part, run_id: str, staging: Path, stem: str, on_error: str) -> _PartResult:
-    """Read one part into staged Parquet files (runs in a worker process for big ingests)."""
+    """Read one part into staged Parquet files (runs in a worker process for big ingests).
+
+    With ``on_error="skip"``, a part that fails as a whole (a file that is not JSON, a
+    corrupt archive) is quarantined as one ``rejects`` row and the ingest goes on."""
     ctx = ReadContext(on_error)
     sink = PartSink(run_id, staging, stem)
     res = _PartResult(stem=stem)
     try:
-        importer.read(part, sink, ctx)
-        sink.close()
+        with importer_boundary(importer, part.paths[0] if part.paths else Path(part.key)):
+            importer.read(part, sink, ctx)
+            sink.close()
     except IncompleteTail as e:
         sink.abort()
         res.pending = (e.path, e.line)
+        return res
+    except InputError as e:
+        sink.abort()
+        if on_error != "skip":
+            raise
+        ctx._reject(e.located(path=part.paths[0] if part.paths else None))
+        res.counts = dict.fromkeys(("trajectories", "turns", "texts", "metrics"), 0)
+        res.rejects, res.warnings = ctx.rejects, [*ctx.warnings, f"{e.where()}: {e.message} — the whole file is quarantined"]
         return res
     except BaseException:
         sink.abort()

@@ -11,12 +11,13 @@ mirror :class:`rolloutlab.schema.Trajectory` field by field instead.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Concatenate, ParamSpec
 
 import numpy as np
 import orjson
@@ -56,7 +57,10 @@ def as_float(value: Any, name: str) -> float | None:
         return float(value)
     if not isinstance(value, int | float):
         raise RecordError(f"{name} must be a number, got {type(value).__name__} {_short(value)}")
-    x = float(value)
+    try:
+        x = float(value)
+    except OverflowError:  # an integer beyond the range of a double
+        raise RecordError(f"{name} is out of range, got {_short(value)}") from None
     if not math.isfinite(x):
         raise RecordError(f"{name} must be finite, got {value!r}")
     return x
@@ -65,11 +69,18 @@ def as_float(value: Any, name: str) -> float | None:
 def as_int(value: Any, name: str) -> int | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+    if isinstance(value, bool) or not isinstance(value, int | float) or (
+        isinstance(value, float) and (not math.isfinite(value) or not value.is_integer())
+    ):
         raise RecordError(f"{name} must be a whole number, got {_short(value)}")
     if value < 0:
-        raise RecordError(f"{name} must be >= 0, got {value}")
+        raise RecordError(f"{name} must be >= 0, got {_short(value)}")
+    if value > _INT64_MAX:  # Arrow's int64 columns would refuse it at the flush, far from the record
+        raise RecordError(f"{name} is out of range (over 2**63 - 1), got {_short(value)}")
     return int(value)
+
+
+_INT64_MAX = 2**63 - 1
 
 
 def _short(value: Any) -> str:
@@ -81,7 +92,17 @@ def to_text(value: Any) -> str | None:
     """Text as stored: strings as they are, anything structured as JSON."""
     if value is None or isinstance(value, str):
         return value
-    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS, default=str).decode()
+    try:
+        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS, default=str).decode()
+    except TypeError:
+        # orjson refuses integers beyond 64 bits, lone surrogates and nesting past 255;
+        # the standard library writes the first two (surrogates as \u escapes).
+        import json
+
+        try:
+            return json.dumps(value, default=str)
+        except (RecursionError, ValueError, TypeError) as e:
+            raise RecordError(f"value cannot be stored as JSON ({type(e).__name__}: nested too deeply?)") from None
 
 
 MAX_EMPTY_TURNS = 100_000
@@ -94,12 +115,50 @@ def _check_empty_turns(n: int) -> int:
     return n
 
 
+def storable(value: Any) -> Any:
+    """``value`` as orjson can write it into the manifest: integers past 64 bits become
+    doubles, lone surrogates ``?``; nesting orjson cannot write (past 255 levels) is a
+    :class:`RecordError`."""
+    try:
+        orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS, default=str)
+        return value
+    except TypeError:
+        pass
+    import json
+
+    try:
+        out = orjson.loads(json.dumps(value, default=str, ensure_ascii=False).encode("utf-8", "replace"))
+        orjson.dumps(out)
+    except (RecursionError, ValueError, TypeError) as e:
+        raise RecordError(f"value cannot be stored as JSON ({type(e).__name__}: nested too deeply?)") from None
+    return out
+
+
 def anchor_hash(text: str | None) -> int | None:
     if text is None:
         return None
     import hashlib
 
     return int.from_bytes(hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little", signed=True)
+
+
+_P = ParamSpec("_P")
+
+
+def _all_or_nothing(method: Callable[Concatenate[PartSink, _P], None]) -> Callable[Concatenate[PartSink, _P], None]:
+    """A record is appended whole or not at all (a bad turn value is found after the
+    trajectory's own columns were appended)."""
+
+    @functools.wraps(method)
+    def wrapper(self: PartSink, /, *args: _P.args, **kwargs: _P.kwargs) -> None:
+        mark = self._mark()
+        try:
+            method(self, *args, **kwargs)
+        except BaseException:
+            self._rollback(mark)
+            raise
+
+    return wrapper
 
 
 class PartSink:
@@ -125,6 +184,22 @@ class PartSink:
         self.files: dict[str, str] = {}
 
     # -- trajectories --------------------------------------------------------------
+    def _mark(self) -> tuple[dict[str, int], dict[str, int]]:
+        return {t: len(next(iter(c.values()))) for t, c in self._cols.items()}, dict(self.counts)
+
+    def _rollback(self, mark: tuple[dict[str, int], dict[str, int]]) -> None:
+        """Drop the rows a failed record had half appended, so that the columns stay the
+        same length and ``on_error="skip"`` can go on with the next record."""
+        lengths, counts = mark
+        for table, cols in self._cols.items():
+            n = lengths[table]
+            if len(next(iter(cols.values()))) < n:  # flushed meanwhile: nothing to undo
+                return
+            for col in cols.values():
+                del col[n:]
+        self.counts = counts
+
+    @_all_or_nothing
     def add_trajectory(
         self,
         *,
@@ -228,6 +303,7 @@ class PartSink:
         if len(c["traj_id"]) >= self.batch_rows:
             self.flush()
 
+    @_all_or_nothing
     def add_trajectories(self, lines: Sequence[int], columns: Mapping[str, Sequence[Any]],
                          turns: Mapping[int, Sequence[TurnData]] | None = None) -> None:
         """Append many trajectories at once, column by column.
@@ -256,8 +332,8 @@ class PartSink:
         if bad.any():
             i = int(np.argmax(bad))
             raise RecordError(f"reward must be finite, got {rewards[i]!r}", line=lines[i])
-        if bool in kinds:
-            rewards = [float(v) if isinstance(v, bool) else v for v in rewards]
+        if bool in kinds or int in kinds:  # Arrow refuses ints past 2**53 in a double column
+            rewards = [float(v) if isinstance(v, int) else v for v in rewards]
         steps = list(columns["step"])
         if set(map(type, steps)) != {int} or min(steps) < 0:
             for i, v in enumerate(steps):

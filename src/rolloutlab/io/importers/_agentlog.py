@@ -28,7 +28,7 @@ from typing import Any
 import orjson
 
 from rolloutlab.io._errors import InputError, RecordError, snippet_of
-from rolloutlab.io._files import open_binary, read_bytes
+from rolloutlab.io._files import JsonRefused, json_fallback, open_binary, read_bytes
 from rolloutlab.io._sink import TurnData
 
 _WS = re.compile(r"[ \t\n\r]*")
@@ -44,7 +44,9 @@ def loads_lenient(data: bytes, path: str | Path) -> Any:
     except orjson.JSONDecodeError:
         pass
     try:
-        return json.loads(data)
+        return json_fallback(data)
+    except JsonRefused as e:
+        raise InputError(str(e), path=path) from None
     except UnicodeDecodeError as e:
         raise InputError(f"not valid UTF-8 ({e.reason})", path=path) from None
     except json.JSONDecodeError as e:

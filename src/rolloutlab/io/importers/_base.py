@@ -13,11 +13,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-import orjson
-
-from rolloutlab.io._errors import InputError, RecordError, snippet_of
+from rolloutlab.io._errors import (
+    InputError,
+    RecordError,
+    RolloutlabError,
+    is_disk_full,
+    snippet_of,
+    unexpected,
+)
 from rolloutlab.io._files import iter_jsonl
-from rolloutlab.io._sink import PartSink
+from rolloutlab.io._sink import PartSink, to_text
 
 
 @dataclass
@@ -76,17 +81,26 @@ class ReadContext:
 
     @contextlib.contextmanager
     def record(self, path: Path, line: int | None = None, obj: Any = None) -> Iterator[None]:
-        """Wrap the conversion of one record: a :class:`RecordError` raised inside gets
-        the file and line attached and is raised or quarantined."""
+        """Wrap the conversion of one record: an :class:`InputError` raised inside gets
+        the file and line attached and is raised or quarantined; any other exception
+        (a bug) becomes such an error too, saying it is a bug."""
         try:
             yield
-        except RecordError as e:
+        except InputError as e:
             snip = e.snippet
             if snip is None and obj is not None:
-                snip = snippet_of(orjson.dumps(obj, default=str)[:400], None, 100)
+                with contextlib.suppress(RecordError):  # a record too deep to show
+                    snip = snippet_of((to_text(obj) or "")[:400], None, 100)
             err = e.located(path=path, line=line, snippet=snip)
             if self.on_error == "fail":
                 raise err from None
+            self._reject(err)
+        except Exception as e:  # the importer boundary: never a bare traceback (issue 12)
+            if isinstance(e, RolloutlabError) or is_disk_full(e):
+                raise
+            err = unexpected(e, path=path, line=line)
+            if self.on_error == "fail":
+                raise err from e
             self._reject(err)
 
     def fail(self, e: RecordError, path: Path, line: int | None, obj: Any = None) -> None:

@@ -71,6 +71,7 @@ from __future__ import annotations
 
 import re
 import zipfile
+import zlib
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -140,7 +141,7 @@ def _log_files(src: Path) -> list[Path]:
 def _zip_json(z: zipfile.ZipFile, path: Path, member: str) -> Any:
     try:
         data = z.read(member)
-    except (zipfile.BadZipFile, OSError, KeyError) as e:
+    except (zipfile.BadZipFile, OSError, KeyError, zlib.error, EOFError) as e:  # zlib: a corrupt deflate stream
         raise InputError(f"cannot read {member} from the .eval archive: {e}", path=path) from None
     return loads_lenient(data, f"{path}!{member}")
 
@@ -236,9 +237,8 @@ class InspectImporter(Importer):
             if not members:
                 ctx.warn(f"{path}: no samples in the log (written with log_samples=False, or none finished yet)")
             for name in members:
-                sample = _zip_json(z, path, name)
-                with ctx.record(Path(f"{path}!{name}"), None, sample):
-                    conv.sample(sample)
+                with ctx.record(Path(f"{path}!{name}"), None, None):
+                    conv.sample(_zip_json(z, path, name))
 
     def _read_json(self, path: Path, key: str, sink: PartSink, ctx: ReadContext) -> None:
         doc = JsonDoc(path)
@@ -268,12 +268,17 @@ class _Converter:
         self.model = ev.get("model")
         self.key = key
         self.sink = sink
+        self.path = path
         self._metrics(header.get("results"))
 
     def _metrics(self, results: Any) -> None:
         if not isinstance(results, dict):
             return  # an unfinished or failed evaluation has no results yet
-        scores = [s for s in results.get("scores") or [] if isinstance(s, dict)]
+        raw_scores = results.get("scores") or []
+        if not isinstance(raw_scores, list):
+            raise InputError(f"results.scores must be a list, got {type(raw_scores).__name__} {raw_scores!r:.60}",
+                             path=self.path)
+        scores = [s for s in raw_scores if isinstance(s, dict)]
         seen = Counter(s.get("name") for s in scores)
         for sc in scores:
             name = sc.get("name") or sc.get("scorer")

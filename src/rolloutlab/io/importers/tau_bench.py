@@ -178,7 +178,10 @@ def _msg(m: Any) -> Msg:
     msg = Msg(role=role, text=text, tool_call_id=m.get("tool_call_id"))
     if role != "assistant":
         return msg
-    for c in m.get("tool_calls") or []:
+    calls = m.get("tool_calls") or []
+    if not isinstance(calls, list):
+        raise RecordError(f"field 'tool_calls' must be a list, got {type(calls).__name__} {calls!r:.60}")
+    for c in calls:
         fn = c.get("function") if isinstance(c, dict) else None
         if not isinstance(fn, dict):
             raise RecordError(f"a tool call must be {{id, function: {{name, arguments}}}}, got {c!r:.80}")

@@ -25,6 +25,7 @@ several event files whose steps may overlap: each is read, so a step can appear 
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Iterator
 from pathlib import Path
@@ -78,6 +79,9 @@ def _load_tensorboard() -> tuple[Any, Any, Any]:
     return Event, make_ndarray, masked_crc32c
 
 
+_MAX_RECORD = 1 << 28  # protobuf messages stop at 2 GiB; TensorBoard events are far smaller
+
+
 def _records(path: Path, masked_crc32c: Any, ctx: ReadContext) -> Iterator[tuple[int, bytes, bytes]]:
     """``(offset, data, footer)`` of each TFRecord: ``uint64 length, uint32 masked crc of
     length, data, uint32 masked crc of data`` (little-endian).  A corrupt length is an
@@ -96,6 +100,12 @@ def _records(path: Path, masked_crc32c: Any, ctx: ReadContext) -> Iterator[tuple
             length, crc = struct.unpack("<QI", header)
             if masked_crc32c(header[:8]) != crc:
                 raise InputError(f"corrupt record at byte {offset}: length checksum mismatch", path=path)
+            if length > os.fstat(f.fileno()).st_size - offset - 12:
+                if length > _MAX_RECORD:  # passed its checksum, yet no writer makes such a record
+                    raise InputError(f"corrupt record at byte {offset}: length {length} is past the end of the file",
+                                     path=path)
+                ctx.warn(f"{path}: last record incomplete at byte {offset} (still being written?)")
+                return
             data = f.read(length)
             footer = f.read(4)
             if len(data) < length or len(footer) < 4:
