@@ -38,3 +38,24 @@ def test_fit_rejects_unknown_names(tmp_path: Path, capsys: pytest.CaptureFixture
     assert main(["analyze", str(src), "--fit", "spline"]) != 0
     err = capsys.readouterr().err
     assert "spline" in err and "hinge" in err
+
+
+def test_report_figures_draw_each_fit_and_name_it() -> None:
+    import numpy as np
+
+    from rolloutlab.analysis import analyze, frame_from_records
+    from rolloutlab.report import figure_specs
+
+    rng = np.random.default_rng(0)
+    recs = [{"step": s, "group_id": f"{s}:{g}", "task_id": f"t{g}", "sample_idx": i,
+             "reward": float(rng.random() < min(0.9, 0.2 + 0.05 * s))}
+            for s in range(1, 31) for g in range(6) for i in range(4)]  # fmt: skip
+    for model in ("hinge", "segments"):
+        a = analyze(frame_from_records(recs), replay=False, fit=model, split_at=14)
+        fit = a.saturation["mean_reward"]["fit"]
+        specs, _ = figure_specs([a])
+        traces = [t for t in dict(specs)["reward"]["data"] if f"{model} fit" in str(t.get("name"))]
+        assert len(traces) == 1
+        # the drawn polyline is the fit itself: at τ the early line, after it the late one
+        assert traces[0]["x"] == list(fit.knots)
+        assert traces[0]["y"] == pytest.approx(list(fit.predict(np.array(fit.knots))))

@@ -167,12 +167,12 @@ def _fit_traces(sec: dict[str, Any], *, run: int, colour: str, runs: _Runs, seri
     if fit.status != "ok":
         return []
     tau = float(fit.breakpoint)
-    xs = [float(fit.x_first), tau, float(fit.x_last)]
+    xs = [float(v) for v in fit.knots]  # hinge: first, τ, last; segments adds the first late step
     ys = _num(fit.predict(np.asarray(xs)))
     what = (f"plateau after step {tau:.0f}" if verdict.plateau
             else f"break at {tau:.0f}, late slope {fit.late_slope:+.3g}/step")
     tip = plotly_text(verdict.reason)
-    out = [_line(xs, ys, name=runs.label(run, f"{series} fit: {what}"), run=run, colour=colour, dash="dot",
+    out = [_line(xs, ys, name=runs.label(run, f"{series} {fit.model} fit: {what}"), run=run, colour=colour, dash="dot",
                  width=3, markers=False, opacity=0.75, hovertemplate=f"fit %{{y:.4g}}<br>{tip}")]
     point = _line([tau], [ys[1]], name=runs.label(run, f"{series} breakpoint"), run=run, colour=colour,
                   markers=True, showlegend=False, hovertemplate=f"breakpoint τ = {tau:.0f}")
