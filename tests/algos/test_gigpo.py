@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rolloutlab.algos import _gigpo as gigpo_mod
 from rolloutlab.algos import discounted_returns, gigpo_advantages
 
 NAN = math.nan
@@ -215,3 +216,19 @@ def test_matches_reference(
     np.testing.assert_allclose(
         res.advantages, ref_gigpo(rows, gamma, omega, std), rtol=1e-9, atol=1e-9
     )
+
+
+def test_verl_agent_trainer_defaults_pool_every_turn() -> None:
+    # verl-agent's trainer: episode statistics across steps (one entry per turn), config
+    # default mode "mean_norm", config default gamma 1.0.  Group: trajectory 0 has three
+    # turns and reward 1, trajectory 1 one turn and reward 0; every anchor distinct.
+    traj, turn, anchor = [0, 0, 0, 1], [0, 1, 2, 0], [10, 11, 12, 13]
+    rew, ep = [0.0, 0.0, 1.0, 0.0], [1.0, 1.0, 1.0, 0.0]
+    res = gigpo_advantages([5] * 4, traj, turn, anchor, rew, ep,
+                           gamma=1.0, mode="mean_norm", episode_stats="turn")  # fmt: skip
+    # pooled over turns the group mean is 3/4, not 1/2; step groups are singletons -> 0
+    np.testing.assert_allclose(res.advantages, [0.25, 0.25, 0.25, -0.75])
+    doc = (gigpo_mod.__doc__ or "").replace("\n", " ")
+    assert "across steps, always" in doc
+    assert "``algorithm.gigpo.mode`` is ``\"mean_norm\"``" in doc
+    assert "``algorithm.gamma`` is 1.0" in doc and "0.95 comes from the example" in doc

@@ -14,8 +14,8 @@ step return          ``G_t = sum_{j >= t} gamma^(j - t) r_j`` over the turns of 
                      return of that turn and every earlier turn NaN
 episode advantage    GRPO over episode rewards within the episode group, one entry
                      per trajectory (paper Eq. 3); ``episode_stats="turn"`` counts
-                     every turn instead (verl-agent default
-                     ``compute_mean_std_cross_steps=True``, weights long episodes)
+                     every turn instead, as verl-agent's trainer always does (weights
+                     long episodes)
 step group           turns sharing (episode group, anchor key): the same anchor
                      observation may come from any trajectory and any turn position
 step advantage       ``G_t`` normalised within its step group
@@ -27,6 +27,26 @@ episode group of 1   verl-agent: mean 0, std 1 -> R / (1 + eps) (``mean_norm``: 
 step group of 1      0 (verl-agent: the mean is the value itself)
 constant group       exactly 0 at either level (verl-agent: residue / eps)
 ===================  ==============================================================
+
+What verl-agent's trainer does (``gigpo/core_gigpo.py``,
+``verl/trainer/config/ppo_trainer.yaml``), and how to get it here:
+
+- episode statistics across steps, always: ``compute_gigpo_outcome_advantage`` calls
+  ``episode_norm_reward`` without overriding its ``compute_mean_std_cross_steps=True``,
+  so the group mean and std pool one entry per turn and no setting turns it off
+  (``episode_stats="turn"``);
+- mode: the config default ``algorithm.gigpo.mode`` is ``"mean_norm"`` (no division by
+  the std), as is the function's default (``mode="mean_norm"``);
+- gamma: the config default ``algorithm.gamma`` is 1.0, so the step returns are
+  undiscounted unless a run sets it; 0.95 comes from the example training scripts
+  (e.g. ``examples/gigpo_trainer/run_alfworld.sh``, which also set
+  ``mode="mean_std_norm"``) and the paper;
+- ``step_advantage_w`` (omega) 1.0.
+
+Our defaults are the paper's setting instead (per-trajectory episode statistics,
+``"mean_std_norm"``, gamma 0.95); pass ``episode_stats="turn", mode="mean_norm",
+gamma=1.0`` to reproduce a verl-agent run left at its config defaults, and read a
+run's actual ``algorithm.gamma`` / ``algorithm.gigpo.mode`` before comparing.
 
 Departures from verl-agent: NaN marks an ungraded trajectory (NaN episode
 reward) or turn (NaN turn reward); it is excluded from statistics and its
@@ -132,9 +152,11 @@ def gigpo_advantages(
 
     ``episode_rewards (T,)`` repeats the trajectory's episode reward on each of its
     turns (it must be constant within a trajectory); ``None`` uses the undiscounted
-    sum of the trajectory's turn rewards.  ``gamma`` 0.95 and ``omega`` 1.0 are the
-    paper's / verl-agent's defaults (``step_advantage_w``); verl-agent's function
-    default mode is ``"mean_norm"``, the paper's main setting normalises by std.
+    sum of the trajectory's turn rewards.  Defaults follow the paper (gamma 0.95,
+    ``"mean_std_norm"``, one episode entry per trajectory); verl-agent's trainer
+    defaults are gamma 1.0, ``"mean_norm"`` and episode statistics across steps
+    (``episode_stats="turn"``), see the module docstring.  ``omega`` is verl-agent's
+    ``step_advantage_w`` (1.0).
 
     Shapes: every input ``(T,)``; each trajectory lies in a single episode group.
     """
