@@ -4,4 +4,5 @@ from rolloutlab.envs.builtin import (
     guess_number,  # noqa: F401
     household,  # noqa: F401
     search_qa,  # noqa: F401
+    shopping,  # noqa: F401
 )
