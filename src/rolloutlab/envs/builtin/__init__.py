@@ -5,4 +5,5 @@ from rolloutlab.envs.builtin import (
     household,  # noqa: F401
     search_qa,  # noqa: F401
     shopping,  # noqa: F401
+    textcraft,  # noqa: F401
 )
