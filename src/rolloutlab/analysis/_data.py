@@ -103,24 +103,16 @@ class RunFrame:
 def derive_success(traj: pd.DataFrame, threshold: float | None = None) -> tuple[pd.Series, str]:
     """The success of each trajectory, and the rule used (stated in every report).
 
-    - ``success`` as the source gave it, where every graded trajectory has one;
-    - else ``reward >= threshold`` when a threshold is given;
-    - else, for rewards within [0, 1], ``reward == 1`` (fully solved); for other rewards,
-      ``reward > 0``.
+    The rule is :mod:`rolloutlab.analysis._success`'s, the one the viewer applies too:
+    ``success`` as the source gave it where every graded trajectory has one; else
+    ``reward >= threshold`` when a threshold is given; else, for rewards within [0, 1],
+    ``reward == 1`` (fully solved); for other rewards, ``reward > 0``.
     Ungraded trajectories have unknown success (NA), never False.
     """
-    graded = traj["graded"].astype(bool)
-    given = traj["success"]
-    if threshold is None and len(traj) and given[graded].notna().all() and graded.any():
-        return given.where(graded).astype("boolean"), "success as recorded by the source"
-    r = traj["reward"]
-    if threshold is not None:
-        rule, ok = f"reward >= {threshold:g}", r >= threshold
-    elif len(r.dropna()) and r.min() >= 0 and r.max() <= 1:
-        rule, ok = "reward == 1 (rewards lie in [0, 1])", r >= 1 - 1e-9
-    else:
-        rule, ok = "reward > 0", r > 0
-    return ok.where(graded).astype("boolean"), rule
+    from rolloutlab.analysis._success import choose_rule, stats_of
+
+    rule = choose_rule(stats_of(traj), threshold)
+    return rule.apply(traj), rule.text
 
 
 def load_run(

@@ -4,10 +4,18 @@ Every rule below reads numbers the sections already computed; none computes anyt
 new.  ``score`` orders them (most consequential first): a plateau or lost signal limits
 what more training can buy, ungraded rollouts distort every mean, entropy collapse
 explains both.  Thresholds are stated in each rule and in ``docs/analysis.md``.
+
+No finding is built on a statistic that is undefined for the data: a group of one sample
+has no group-relative advantage (GRPO's std and RLOO's leave-one-out mean need a second
+sample), so estimators are compared on groups of two or more only; a mean over no graded
+rollout is not a number.  What could not be computed is said instead, with the reason,
+in ``Analysis.skipped`` (shown by ``analyze``, the report and the viewer), and a last
+check drops any finding whose text would still print ``nan`` or ``inf``.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -43,7 +51,12 @@ def _late(df: pd.DataFrame, col: str, frac: float = 0.2) -> tuple[float, tuple[i
     return float(tail.mean()), (int(tail.index[0]), int(tail.index[-1]))
 
 
+_UNDEFINED_NUMBER = re.compile(r"(?<![A-Za-z])[+-]?(nan|inf)(?![A-Za-z])", re.IGNORECASE)
+
+
 def rank_findings(a: Analysis) -> list[Finding]:
+    """The findings, most consequential first.  Statistics that are undefined for this
+    run's data are recorded in ``a.skipped`` with the reason instead of becoming findings."""
     out: list[Finding] = []
     low_signal = _late(a.ledger, "frac_zero_variance")
     signal_note = ""
@@ -96,10 +109,19 @@ def rank_findings(a: Analysis) -> list[Finding]:
         worst = int(u.idxmax())
         over = u[u >= UNGRADED_NOTABLE]
         total = float((st["trajectories"] - st["graded"]).sum() / st["trajectories"].sum())
-        gap = float((st["mean_reward"] - st["mean_reward_all"]).mean())
-        out.append(Finding("ungraded", 65 + 20 * min(1.0, total * 2),
-                           f"{100 * total:.1f}% of rollouts were ungraded (worst step {worst}: {100 * u.max():.0f}%); "
-                           f"graded-only reward is {gap:+.3f} above the all-rollouts reward (failures = 0) on average",
+        # Steps with no graded rollout have no graded-only mean: the gap is over the others.
+        gaps = (st["mean_reward"] - st["mean_reward_all"]).dropna()
+        text = f"{100 * total:.1f}% of rollouts were ungraded (worst step {worst}: {100 * u.max():.0f}%)"
+        if len(gaps):
+            gap: float | None = float(gaps.mean())
+            where = "" if len(gaps) == len(st) else f" over the {len(gaps)} steps with a graded rollout"
+            text += (f"; graded-only reward is {gap:+.3f} above the all-rollouts reward (failures = 0) "
+                     f"on average{where}")
+        else:
+            gap = None
+            text += ": no rollout was graded, so no reward can be computed"
+            a.skipped["graded_reward"] = "no rollout of this split was graded: the graded-only reward is undefined"
+        out.append(Finding("ungraded", 65 + 20 * min(1.0, total * 2), text,
                            (int(over.index[0]), int(over.index[-1])),
                            {"ungraded_share": total, "worst_step": worst, "graded_minus_all": gap}))
 
@@ -133,29 +155,89 @@ def rank_findings(a: Analysis) -> list[Finding]:
                                    f"({r['early_precision']:.2f} → {r['late_precision']:.2f}): real skill, not item count",
                                    (int(r["early_first"]), int(r["late_last"])), r))
     if a.replay is not None:
-        out.extend(_replay_findings(a.replay))
-    return sorted(out, key=lambda f: -f.score)
+        out.extend(_replay_findings(a.replay, a.skipped))
+    kept = []
+    for f in out:
+        if _UNDEFINED_NUMBER.search(f.text):
+            a.skipped[f"finding:{f.kind}"] = f"not stated: a number it needs is undefined for this data ({f.text[:120]})"
+        else:
+            kept.append(f)
+    return sorted(kept, key=lambda f: -f.score)
 
 
 SIGN_DISAGREEMENT = 0.1
 """Share of samples on which an estimator's advantage sign differs from the reference's."""
 
 
-def _replay_findings(rep: Any) -> list[Finding]:
+def _replay_findings(rep: Any, undefined: dict[str, str]) -> list[Finding]:
     """One finding naming every estimator whose advantage signs differ from the reference's
-    on at least ``SIGN_DISAGREEMENT`` of the samples (mean over steps)."""
+    on at least ``SIGN_DISAGREEMENT`` of the samples (mean over steps), counted over groups
+    of two or more replayed samples only (see the module docstring); when there are none,
+    ``undefined`` says why no comparison is possible."""
     if rep.reference is None or rep.disagreement.empty:
         return []
-    d = rep.disagreement
+    by_step = _multi_sample_disagreement(rep)
+    if by_step is None:
+        undefined["estimator_disagreement"] = (
+            "every group holds one sample: a group-relative advantage (GRPO, RLOO, …) needs two or more "
+            "samples of a task, so the estimators cannot be compared on this run")
+        return []
+    d, singletons = by_step
     share = d.groupby("estimator")["sign_disagreement"].mean().dropna().sort_values(ascending=False)
     share = share[share >= SIGN_DISAGREEMENT]
     if share.empty:
         return []
     listed = ", ".join(f"{est} {100 * v:.0f}%" for est, v in share.items())
+    left_out = f"; {singletons} group(s) of one sample left out" if singletons else ""
     return [Finding("estimators_disagree", 40,
                     f"advantage estimators disagree with {rep.reference} on the sign (or on zero vs non-zero) of "
-                    f"many samples — {listed} (mean over steps): the choice of estimator matters for this run",
+                    f"many samples — {listed} (mean over steps, groups of two or more samples{left_out}): "
+                    "the choice of estimator matters for this run",
                     (int(d["step"].min()), int(d["step"].max())), {k: float(v) for k, v in share.items()})]
+
+
+def _multi_sample_disagreement(rep: Any) -> tuple[pd.DataFrame, int] | None:
+    """(``step, estimator, sign_disagreement`` over samples of groups with two or more
+    replayed members, the number of one-sample groups); None when no group has two."""
+    from rolloutlab.algos import estimator_disagreement_by_group
+
+    adv = rep.advantages
+    traj_cols = [e for e in rep.estimators if rep.units.get(e) == "trajectory" and e in adv.columns]
+    if not traj_cols:  # only turn-level estimators: their own per-step table is all there is
+        return rep.disagreement[["step", "estimator", "sign_disagreement"]], 0
+    replayed = adv[traj_cols].notna().any(axis=1) & adv["group_id"].notna()
+    size = adv[replayed].groupby(["step", "group_id"])["traj_id"].transform("size")
+    multi = pd.Series(False, index=adv.index)
+    multi[size.index] = size.to_numpy() >= 2
+    singletons = int((adv[replayed].groupby(["step", "group_id"]).size() == 1).sum())
+    if not multi.any():
+        return None
+    steps = np.sort(adv["step"].unique())
+    rows = []
+    turn = rep.turn_advantages.reset_index(drop=True)
+    turn_multi = (turn["traj_id"].map(dict(zip(adv["traj_id"], multi, strict=True))).fillna(False).astype(bool)
+                  if len(turn) else pd.Series(dtype=bool))
+    for est in rep.disagreement["estimator"].unique():
+        unit = rep.units[est] if rep.units[rep.reference] == rep.units[est] == "trajectory" else "turn"
+        if unit == "trajectory":
+            x, y, keep, st = adv[est], adv[rep.reference], multi, adv["step"]
+        else:
+            x = _at_turns(rep, est, turn)
+            y = _at_turns(rep, rep.reference, turn)
+            keep, st = turn_multi, turn["step"]
+        codes = np.searchsorted(steps, st.to_numpy())
+        xs = np.where(keep.to_numpy(), x.to_numpy(dtype=float), np.nan)
+        res = estimator_disagreement_by_group(xs, y.to_numpy(dtype=float), codes, len(steps))
+        rows += [{"step": steps[i], "estimator": est, "sign_disagreement": res["sign_disagreement"][i]}
+                 for i in range(len(steps)) if res["n"][i] > 0]
+    return pd.DataFrame(rows, columns=["step", "estimator", "sign_disagreement"]), singletons
+
+
+def _at_turns(rep: Any, est: str, turn: pd.DataFrame) -> pd.Series:
+    """An estimator's advantages at the turns (a trajectory-level one broadcast to its turns)."""
+    if est in turn.columns:
+        return turn[est].reset_index(drop=True)
+    return turn["traj_id"].map(dict(zip(rep.advantages["traj_id"], rep.advantages[est], strict=True))).reset_index(drop=True)
 
 
 def signal_note_used(found: list[Finding]) -> bool:

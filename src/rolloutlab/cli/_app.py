@@ -42,6 +42,7 @@ def _register() -> None:
         analyze,
         env,
         env_serve,
+        eval,
         ingest,
         report,
         runs,

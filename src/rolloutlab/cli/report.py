@@ -10,12 +10,35 @@ each figure as a PNG (matplotlib).  Needs the ``report`` extra.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from rolloutlab.cli._app import JsonOpt, StoreOpt, app, err_console
+
+
+@contextlib.contextmanager
+def damaged_store(store: Path | None) -> Iterator[None]:
+    """A store that cannot be read (a damaged manifest or Parquet file) as one clear
+    error naming the store, not a traceback."""
+    import duckdb
+    import orjson
+
+    from rolloutlab.cli._app import store_path
+    from rolloutlab.io import RolloutlabError
+
+    try:
+        yield
+    except orjson.JSONDecodeError as e:
+        raise RolloutlabError(f"cannot read the store at {store_path(store)}: its _manifest.json is not valid JSON "
+                              f"({e}); re-ingest the sources into a new store") from None
+    except (duckdb.Error, OSError) as e:
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise RolloutlabError(f"cannot read the store at {store_path(store)}: {first[:300]} "
+                              "(a damaged or missing file; re-ingest the sources into a new store)") from None
 
 
 @app.command()
@@ -49,11 +72,14 @@ def report(
                               max_sample_chars=max_sample_chars, title=title)
     except ValueError as e:
         raise RolloutlabError(str(e)) from None
+    if not output.parent.is_dir():
+        raise RolloutlabError(f"cannot write {output}: the folder {output.parent} does not exist (create it first)")
     loaded = []
     for run in runs:
-        st, rid = resolve(run, store)
-        with err_console.status(f"analysing {rid}"):
-            loaded.append(load_report_run(st, rid, config))
+        with damaged_store(store):
+            st, rid = resolve(run, store)
+            with err_console.status(f"analysing {rid}"):
+                loaded.append(load_report_run(st, rid, config))
     with err_console.status("rendering the report"):
         rep = build_report(loaded, config)
         pngs = write_report(rep, output, png_dir=png)

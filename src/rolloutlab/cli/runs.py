@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
 from rolloutlab.cli._app import JsonOpt, StoreOpt, app, store_path
 
+WideOpt = Annotated[bool, typer.Option("--wide", help="Show every column (the default fits an 80-column terminal).")]
+
 
 @app.command()
-def runs(store: StoreOpt = None, json_: JsonOpt = False) -> None:
+def runs(store: StoreOpt = None, json_: JsonOpt = False, wide: WideOpt = False) -> None:
     """List runs: steps, trajectories, graded-only mean reward, ungraded share."""
     import orjson
     from rich.console import Console
-    from rich.table import Table
+    from rich.text import Text
 
+    from rolloutlab.cli._tables import Col, cell, legend, make_table
     from rolloutlab.io import open_store
 
     st = open_store(store_path(store))
@@ -36,13 +41,21 @@ def runs(store: StoreOpt = None, json_: JsonOpt = False) -> None:
     if json_:
         typer.echo(orjson.dumps(recs, default=str).decode())
         return
-    t = Table("run", "source", "model", "labels", "steps", "trajectories", "mean reward (graded)", "ungraded", title=f"runs in {st.path}")
+    spec = [Col("run", False), Col("name", False, True), Col("source", False), Col("model", False),
+            Col("status", False, True), Col("labels", False), Col("steps"), Col("trajs"), Col("reward"), Col("ungr")]
+    shown = [c for c in spec if wide or not c.wide_only]
+    t = make_table(shown, title=f"runs in {st.path}")
     for r in recs:
-        t.add_row(
-            r["run_id"], r["source"] or "", r["model"] or "",
-            " ".join(f"{k}={v}" for k, v in r["labels"].items()),
-            str(r["steps"]), str(r["trajectories"]),
-            "—" if r["mean_reward"] is None else f"{r['mean_reward']:.4f}",
-            "—" if r["ungraded_rate"] is None else f"{100 * r['ungraded_rate']:.1f}%",
-        )
-    Console().print(t)
+        values: dict[str, Text | str] = {
+            "run": cell(r["run_id"]), "name": cell(r["name"]), "source": cell(r["source"]), "model": cell(r["model"]),
+            "status": cell(r["status"]), "labels": cell(" ".join(f"{k}={v}" for k, v in r["labels"].items())),
+            "steps": str(r["steps"]), "trajs": str(r["trajectories"]),
+            "reward": "—" if r["mean_reward"] is None else f"{r['mean_reward']:.4f}",
+            "ungr": "—" if r["ungraded_rate"] is None else f"{100 * r['ungraded_rate']:.1f}%",
+        }
+        t.add_row(*(values[c.header] for c in shown))
+    con = Console(highlight=False)
+    con.print(t)
+    note = legend(c.header for c in shown)
+    if note is not None:
+        con.print(note)

@@ -29,6 +29,7 @@ def serve(
 
     try:
         from rolloutlab.viewer import serve as run_server
+        from rolloutlab.viewer._app import is_loopback
     except ImportError as e:
         raise RolloutlabError(f"the viewer needs the viewer extra ({e.name} is missing): "
                               "pip install 'rolloutlab[viewer]'") from None
@@ -38,7 +39,7 @@ def serve(
     if not (path / "_manifest.json").exists():
         err_console.print(f"note: no store at {path} yet; the viewer will show it once "
                           f"`rolloutlab ingest SRC --store {path}` has run", highlight=False, markup=False)
-    if host not in ("127.0.0.1", "localhost", "::1"):
+    if not is_loopback(host):
         err_console.print(f"warning: serving on {host}: anyone who can reach this address can read the store",
                           highlight=False, markup=False)
     shown = f"[{host}]" if ":" in host else host

@@ -35,6 +35,32 @@ def _fmt(x: Any, digits: int = 4) -> str:
     return str(x)
 
 
+def _step_rows(st: Any, rid: str, split: str | None) -> list[dict[str, Any]]:
+    """:meth:`Store.steps` rows, with success decided by the run's one success rule per
+    split (:mod:`rolloutlab.analysis._success`), as the viewer and ``analyze`` decide it."""
+    from rolloutlab.analysis._success import STATS_SQL, SuccessStats, choose_rule
+
+    splits = [split] if split is not None else [r[0] for r in st.sql(
+        "SELECT DISTINCT split FROM trajectories WHERE run_id = ? ORDER BY split", params=[rid]).fetchall()]
+    out: list[dict[str, Any]] = []
+    for sp in splits:
+        stats = st.sql(STATS_SQL.format(success="success", table="trajectories"), params=[rid, sp]).fetchall()[0]
+        rule = choose_rule(SuccessStats(*stats))
+        rel = st.steps(rid, split=sp)
+        rows = [dict(zip(rel.columns, r, strict=True)) for r in rel.fetchall()]
+        ok = dict(st.sql(f"SELECT step, avg(CAST({rule.sql()} AS DOUBLE)) FROM trajectories WHERE run_id = ? "
+                         "AND split = ? GROUP BY step", params=[rid, sp]).fetchall())
+        for r in rows:
+            r["success_rate"] = ok.get(r["step"])
+            r["success_rule"] = rule.text
+        out += rows
+    return out
+
+
+def _pct(x: Any) -> str:
+    return "—" if x is None else f"{100 * x:.1f}%"
+
+
 @app.command()
 def show(
     run: Annotated[str, typer.Argument(help="Run id or name (see `rolloutlab runs`).")],
@@ -45,6 +71,7 @@ def show(
     traj: Annotated[str | None, typer.Option("--traj", help="Show this trajectory turn by turn.")] = None,
     max_chars: Annotated[int, typer.Option("--max-chars", help="Cut long texts at this many characters.")] = 2000,
     json_: JsonOpt = False,
+    wide: Annotated[bool, typer.Option("--wide", help="Show every column (the default fits an 80-column terminal).")] = False,
 ) -> None:
     """Print a run's steps, a step's trajectories, a group, or one trajectory."""
     import orjson
@@ -77,20 +104,31 @@ def show(
         return
 
     if step is None and group is None:
-        rel = st.steps(rid, split=split)
-        recs = [dict(zip(rel.columns, r, strict=True)) for r in rel.fetchall()]
+        recs = _step_rows(st, rid, split)
         if json_:
             out(recs)
             return
-        from rich.table import Table
+        from rolloutlab.cli._tables import Col, legend, make_table
 
-        tab = Table("split", "step", "trajs", "groups", "mean reward", "std", "all (ungraded=0)", "ungraded", "success", "resp tokens", "turns",
-                    title=f"{rid}: per-step summary")
+        several = len({r["split"] for r in recs}) > 1
+        spec = [*([Col("split", False)] if several else []), Col("step"), Col("trajs"), Col("groups"), Col("reward"), Col("std"),
+                Col("all", wide_only=True), Col("ungr"), Col("success"), Col("tokens"), Col("chars", wide_only=True),
+                Col("turns")]
+        shown = [c for c in spec if wide or not c.wide_only]
+        rules = ", ".join(dict.fromkeys(r["success_rule"] for r in recs))
+        only = "" if several or not recs else f", split {recs[0]['split']}"
+        tab = make_table(shown, title=f"{rid}{only}: per-step summary (success = {rules})")
         for r in recs:
-            tab.add_row(r["split"], str(r["step"]), str(r["trajectories"]), str(r["groups"]), _fmt(r["mean_reward"]), _fmt(r["std_reward"]),
-                        _fmt(r["mean_reward_all"]), _fmt(r["ungraded_rate"], 3), _fmt(r["success_rate"], 3),
-                        _fmt(r["mean_response_tokens"], 1), _fmt(r["mean_turns"], 2))
+            values = {"split": r["split"], "step": str(r["step"]), "trajs": str(r["trajectories"]),
+                      "groups": str(r["groups"]), "reward": _fmt(r["mean_reward"]), "std": _fmt(r["std_reward"], 3),
+                      "all": _fmt(r["mean_reward_all"]), "ungr": _pct(r["ungraded_rate"]),
+                      "success": _pct(r["success_rate"]), "tokens": _fmt(r["mean_response_tokens"], 1),
+                      "chars": _fmt(r["mean_response_chars"], 0), "turns": _fmt(r["mean_turns"], 2)}
+            tab.add_row(*(values[c.header] for c in shown))
         con.print(tab)
+        note = legend(c.header for c in shown)
+        if note is not None:
+            con.print(note)
         return
 
     cond: list[str] = ["t.run_id = ?"]
@@ -118,15 +156,18 @@ def show(
     if json_:
         out(recs)
         return
-    from rich.table import Table
-    from rich.text import Text
+    from rolloutlab.cli._tables import Col, cell, make_table
 
-    tab = Table("group", "#", "traj", "reward", "success", "end", "turns", "tools", "response", title=f"{rid}: {len(recs)} trajectories")
+    spec = [Col("group", False), Col("#"), Col("traj", False, True), Col("reward"), Col("success"), Col("end", False),
+            Col("turns"), Col("tools", wide_only=True), Col("response", False)]
+    shown = [c for c in spec if wide or not c.wide_only]
+    tab = make_table(shown, title=f"{rid}: {len(recs)} trajectories")
     for r in recs:
-        reward = _fmt(r["reward"]) if r["graded"] else "ungraded"
-        tab.add_row(Text(str(r["group_id"] or "")), _fmt(r["sample_idx"]), Text(r["traj_id"]), reward, _fmt(r["success"]),
-                    r["termination"] or "", _fmt(r["num_turns"]), _fmt(r["tool_calls"]),
-                    Text(safe_text((r["response"] or "").replace("\n", " "), 80)))
+        values = {"group": cell(r["group_id"]), "#": _fmt(r["sample_idx"]), "traj": cell(r["traj_id"]),
+                  "reward": _fmt(r["reward"]) if r["graded"] else "ungraded", "success": _fmt(r["success"]),
+                  "end": r["termination"] or "", "turns": _fmt(r["num_turns"]), "tools": _fmt(r["tool_calls"]),
+                  "response": cell(safe_text((r["response"] or "").replace("\n", " "), 80))}
+        tab.add_row(*(values[c.header] for c in shown))
     con.print(tab)
 
 
@@ -154,7 +195,9 @@ def _print_traj(con: Any, t: dict[str, Any], texts: list[dict[str, Any]], turns:
                 body.append(safe_text(x[label], max_chars) + "\n")
         meta = f"turn {u['turn_idx']}  reward={_fmt(u['reward'])} valid={_fmt(u['action_valid'])} done={_fmt(u['done'])}"
         con.print(Panel(body, title=meta, title_align="left"))
-    if not turns and top.get("response"):
+    turn_text = any(by_turn.get(u["turn_idx"], {}).get(k) for u in turns
+                    for k in ("observation", "thought", "action", "parsed_action", "tool_calls"))
+    if top.get("response") and not turn_text:  # single-turn: the turns hold no text, the response is all
         con.print(Panel(Text(safe_text(top["response"], max_chars)), title="response", title_align="left"))
     if top.get("error"):
         con.print(Panel(Text(safe_text(top["error"], max_chars)), title="error", title_align="left", style="red"))

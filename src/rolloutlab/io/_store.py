@@ -16,10 +16,14 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
 import re
 import shutil
-from collections.abc import Iterator
+import signal
+import threading
+import warnings
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +32,12 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rolloutlab.io._errors import RolloutlabError
+from rolloutlab.io._errors import Interrupted, RolloutlabError, StoreDamaged, StoreWarning
 from rolloutlab.schema import FORMAT_VERSION, TABLES
 
 DATA_TABLES = ("metrics", "trajectories", "turns", "texts", "rejects")
 MANIFEST = "_manifest.json"
+PREV_MANIFEST = "_manifest.json.prev"
 
 
 def default_store() -> Path:
@@ -47,11 +52,87 @@ def slug(text: str) -> str:
 def write_atomic(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file and a rename."""
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def store_file(root: Path, rel: str) -> Path:
+    """``root / rel`` for a file the manifest lists, refused (RolloutlabError) when it
+    resolves outside the store (``../x``, an absolute path, a link out): a manifest is
+    data, and must not make a reader open other files of the machine."""
+    p = root / rel
+    base = root.resolve()
+    if not p.resolve().is_relative_to(base):
+        raise RolloutlabError(f"{root / MANIFEST}: the listed file {rel!r} resolves outside the store {root}; "
+                              "refusing to read it (was the manifest edited by hand?)")
+    return p
+
+
+def damaged_files(root: Path, part: dict[str, Any]) -> list[Path]:
+    """The files of a committed part that are missing or not the size recorded (the
+    cheap check ingest makes before skipping a part; ``check-store`` reads footers too)."""
+    sizes = part.get("sizes") or {}
+    out = []
+    for table, rel in part["files"].items():
+        p = root / rel
+        try:
+            size = p.stat().st_size
+        except OSError:
+            out.append(p)
+            continue
+        if table in sizes and sizes[table] != size:
+            out.append(p)
+    return out
+
+
+class ManifestUnreadable(Exception):
+    """The manifest file is not valid JSON of the manifest's shape (the reason)."""
+
+
+def load_manifest(p: Path) -> dict[str, Any]:
+    """Read and check a manifest: every run has ``run`` and ``parts``, every part its
+    ``files`` (table → relative path) and ``fingerprint``; else :class:`ManifestUnreadable`."""
+    try:
+        m = orjson.loads(p.read_bytes())
+    except orjson.JSONDecodeError as e:
+        raise ManifestUnreadable(f"not JSON: {e}") from None
+    if not isinstance(m, dict) or not isinstance(m.get("runs"), dict):
+        raise ManifestUnreadable("'runs' is not an object")
+    for rid, entry in m["runs"].items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("run"), dict) or not isinstance(entry.get("parts"), dict):
+            raise ManifestUnreadable(f"run {rid!r} lacks 'run' or 'parts'")
+        for uid, part in entry["parts"].items():
+            if (not isinstance(part, dict) or not isinstance(part.get("files"), dict)
+                    or not all(isinstance(v, str) for v in part["files"].values())):
+                raise ManifestUnreadable(f"run {rid!r} part {uid!r} lacks its 'files'")
+    if not isinstance(m.get("runs_file", ""), str):
+        raise ManifestUnreadable("'runs_file' is not a path")
+    return m
+
+
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Hold SIGINT / SIGTERM while files move in and the manifest swaps, then act on
+    them: an interrupt then means "committed", never "half committed"."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    got: list[int] = []
+    old = {s: signal.signal(s, lambda signum, frame: got.append(signum)) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    if got:
+        raise Interrupted(got[0], committed=True)
 
 
 class Store:
@@ -65,10 +146,24 @@ class Store:
 
     # -- manifest ------------------------------------------------------------------
     def _read_manifest(self) -> dict[str, Any]:
+        """The manifest; when it is unreadable (truncated, emptied, not the manifest's
+        shape), the previous one (``_manifest.json.prev``) with a :class:`StoreWarning`."""
         p = self.path / MANIFEST
+        self.manifest_fallback = False
         if not p.exists():
             return {"format_version": FORMAT_VERSION, "runs": {}}
-        m: dict[str, Any] = orjson.loads(p.read_bytes())
+        try:
+            m = load_manifest(p)
+        except ManifestUnreadable as e:
+            self.manifest_fallback = True
+            prev = p.with_name(PREV_MANIFEST)
+            try:
+                m = load_manifest(prev)
+            except (ManifestUnreadable, FileNotFoundError):
+                raise StoreDamaged(self.path, p, f"is unreadable ({e}) and there is no usable {PREV_MANIFEST}") from None
+            warnings.warn(f"{p} is unreadable ({e}); reading the previous manifest {PREV_MANIFEST} — "
+                          f"the last ingest is missing until `rolloutlab check-store --repair --store {self.path}`",
+                          StoreWarning, stacklevel=3)
         major = str(m.get("format_version", "0")).split(".")[0]
         if major != FORMAT_VERSION.split(".")[0]:
             raise RolloutlabError(
@@ -85,42 +180,97 @@ class Store:
         return list(self.manifest["runs"])
 
     def files(self, table: str) -> list[Path]:
+        """The committed files of ``table``; a listed path that resolves outside the
+        store is refused (:func:`store_file`)."""
+        if table == "runs":  # written under a new name at each commit, like the other tables
+            rel_runs = self.manifest.get("runs_file")
+            return [self.path / rel_runs] if rel_runs else []
         out: list[Path] = []
         for run in self.manifest["runs"].values():
             for part in run["parts"].values():
                 rel = part["files"].get(table)
                 if rel:
-                    out.append(self.path / rel)
+                    out.append(store_file(self.path, rel))
         return out
 
     @contextlib.contextmanager
-    def lock(self) -> Iterator[None]:
-        """One writer at a time (readers never need the lock)."""
+    def lock(self, on_wait: Callable[[str], None] | None = None) -> Iterator[None]:
+        """One writer at a time (readers never need the lock).  The holder's pid is in
+        ``.lock``; a writer that has to wait says so, and for whom, through ``on_wait``."""
         self.path.mkdir(parents=True, exist_ok=True)
-        with open(self.path / ".lock", "w") as f:
-            fcntl.flock(f, fcntl.LOCK_EX)
+        fd = os.open(self.path / ".lock", os.O_RDWR | os.O_CREAT, 0o644)  # no truncation: the pid is the holder's
+        with os.fdopen(fd, "r+") as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = f.read(32).strip()
+                if on_wait is not None:
+                    who = f"pid {holder}" if holder.isdigit() else "another process"
+                    on_wait(f"waiting for another ingest into {self.path} ({who}) to finish…")
+                fcntl.flock(f, fcntl.LOCK_EX)
+            f.seek(0)
+            f.truncate()
+            f.write(str(os.getpid()))
+            f.flush()
             try:
                 yield
             finally:
+                f.seek(0)
+                f.truncate()
                 fcntl.flock(f, fcntl.LOCK_UN)
+
+    def remove_leftovers(self) -> list[Path]:
+        """Staging folders and temporary files that no live ingest owns (call holding
+        the lock: a live ingest holds it while it has any).  Returns what was removed."""
+        gone: list[Path] = []
+        stage = self.path / "_staging"
+        if stage.exists():
+            for d in stage.iterdir():
+                if d.is_dir():
+                    shutil.rmtree(d, ignore_errors=True)
+                else:
+                    d.unlink(missing_ok=True)
+                gone.append(d)
+        for pattern in (f".{MANIFEST}.tmp*", f".{PREV_MANIFEST}.tmp*"):
+            for f in self.path.glob(pattern):
+                f.unlink(missing_ok=True)
+                gone.append(f)
+        return gone
 
     def commit(self, manifest: dict[str, Any], staging: Path) -> None:
         """Move staged files in, swap the manifest, then drop files no longer listed."""
-        for src in sorted(staging.rglob("*.parquet")):
-            dest = self.path / src.relative_to(staging)
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(src, dest)
-        (self.path / "runs").mkdir(parents=True, exist_ok=True)
-        pq.write_table(runs_table(manifest), self.path / "runs" / "runs.parquet")
-        write_atomic(self.path / MANIFEST, orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
+        runs = runs_table(manifest)
+        data = orjson.dumps(manifest, option=orjson.OPT_INDENT_2)  # fails here, before anything moved
+        rel_runs = f"runs/runs-{hashlib.blake2b(data, digest_size=8).hexdigest()}.parquet"
+        manifest = {**manifest, "runs_file": rel_runs}
+        data = orjson.dumps(manifest, option=orjson.OPT_INDENT_2)
+        (staging / "runs").mkdir(parents=True, exist_ok=True)
+        pq.write_table(runs, staging / rel_runs)
+        with _signals_deferred():
+            for src in sorted(staging.rglob("*.parquet")):
+                dest = self.path / src.relative_to(staging)
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(src, dest)
+            cur = self.path / MANIFEST
+            if cur.exists() and not self.manifest_fallback:  # the fallback for a manifest damaged later (hard link: atomic, no copy)
+                tmp = self.path / f".{PREV_MANIFEST}.tmp{os.getpid()}"
+                tmp.unlink(missing_ok=True)
+                os.link(cur, tmp)
+                os.replace(tmp, self.path / PREV_MANIFEST)
+            write_atomic(cur, data)
         self.manifest = manifest
         self._con = None
         self.collect_garbage()
         shutil.rmtree(staging, ignore_errors=True)
 
     def collect_garbage(self) -> None:
-        keep = {p.resolve() for t in DATA_TABLES for p in self.files(t)}
-        for table in DATA_TABLES:
+        """Delete table files that neither the manifest nor the previous one lists."""
+        keep = {p.resolve() for t in (*DATA_TABLES, "runs") for p in self.files(t)}
+        with contextlib.suppress(ManifestUnreadable, FileNotFoundError, RolloutlabError):
+            prev = Store.__new__(Store)
+            prev.path, prev.manifest = self.path, load_manifest(self.path / PREV_MANIFEST)
+            keep |= {p.resolve() for t in (*DATA_TABLES, "runs") for p in prev.files(t)}
+        for table in (*DATA_TABLES, "runs"):
             d = self.path / table
             if d.exists():
                 for f in d.rglob("*.parquet"):
@@ -138,7 +288,7 @@ class Store:
             con = duckdb.connect(":memory:")
             con.register("runs", runs_table(self.manifest))
             for table in DATA_TABLES:
-                files = [str(f) for f in self.files(table)]
+                files = [str(f) for f in self._intact(table)]
                 if files:
                     flist = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
                     con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet([{flist}], union_by_name = true)")
@@ -147,6 +297,17 @@ class Store:
                     con.execute(f"CREATE VIEW {table} AS SELECT * FROM _empty_{table}")
             self._con = con
         return self._con
+
+    def _intact(self, table: str) -> list[Path]:
+        """The committed files of ``table`` that pass the cheap check (present, of the size
+        written); the others are left out of the views with one warning each, so that
+        queries not needing them still work."""
+        damaged = {p for e in self.manifest["runs"].values() for part in e["parts"].values()
+                   for p in damaged_files(self.path, part)}
+        for p in sorted(f for f in damaged if f.parent.parent.name == table):
+            warnings.warn(f"{p} is missing or damaged; its rows are left out. Run `rolloutlab check-store --repair "
+                          f"--store {self.path}`, then ingest the sources again", StoreWarning, stacklevel=4)
+        return [f for f in self.files(table) if f not in damaged]
 
     def sql(self, query: str, params: list[Any] | None = None) -> duckdb.DuckDBPyRelation:
         return self.con.sql(query, params=params)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from rolloutlab.analysis import Analysis, RunFrame, analyze, compare_runs, load_run
 from rolloutlab.report._figures import Spec, comparison_specs, figure_specs
-from rolloutlab.report._samples import StepSamples, sample_trajectories
+from rolloutlab.report._samples import StepSamples, sample_trajectories, visible
 
 if TYPE_CHECKING:
     from rolloutlab.analysis import Comparison
@@ -112,7 +112,8 @@ def build_report(runs: Sequence[ReportRun], config: ReportConfig = ReportConfig(
         raise ValueError("a report needs at least one run")
     from rolloutlab.report._html import render_html
 
-    names = unique_names([r.name for r in runs])
+    # Names reach figure legends and titles too: control and bidi characters made visible.
+    names = unique_names([visible(r.name) for r in runs])
     runs = [dataclasses.replace(r, name=n) for r, n in zip(runs, names, strict=True)]
     figures, missing = figure_specs([r.analysis for r in runs], names)
     comparison, note = None, ""
@@ -130,7 +131,10 @@ def build_report(runs: Sequence[ReportRun], config: ReportConfig = ReportConfig(
 
 def write_report(report: Report, output: Path, *, png_dir: Path | None = None) -> list[Path]:
     """Write the page to ``output`` and, with ``png_dir``, each figure as a PNG; returns the PNGs."""
-    output.parent.mkdir(parents=True, exist_ok=True)
+    if not output.parent.is_dir():
+        from rolloutlab.io import RolloutlabError
+
+        raise RolloutlabError(f"cannot write {output}: the folder {output.parent} does not exist (create it first)")
     output.write_text(report.html, encoding="utf-8", errors="replace")
     if png_dir is None:
         return []

@@ -106,10 +106,19 @@ def render_html(runs: Sequence[ReportRun], figures: Sequence[tuple[str, Spec]], 
 
     require("jinja2", "plotly")
     import jinja2
+    from markupsafe import Markup
 
     import rolloutlab
+    from rolloutlab.report._samples import visible
 
-    env = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
+    def finalize(v: Any) -> Any:
+        # Every value printed (run names, labels, sources, ids, texts), not only the
+        # sample texts, shows control characters and bidi overrides as escapes; the
+        # page's own CSS, script and figure JSON (marked safe) pass unchanged.
+        return visible(v) if isinstance(v, str) and not isinstance(v, Markup) else v
+
+    env = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined,
+                             finalize=finalize)
     template = env.from_string(MACROS + TEMPLATE)
     titles = {**FIGURES, **COMPARISON_FIGURES}
     comp: dict[str, Any] | None = None

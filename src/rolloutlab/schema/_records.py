@@ -150,3 +150,10 @@ class EvalSummary(_Record):
     success_rate: float | None = None
     pass_at_k: dict[str, float] = Field(default_factory=dict)
     per_category: dict[str, dict[str, float]] = Field(default_factory=dict)
+    mean_turns: float | None = Field(None, description="Mean number of turns over all episodes.")
+    ungraded_rate: float | None = Field(None, description="Share of episodes without a grade (errors included).")
+    terminations: dict[str, int] = Field(default_factory=dict, description="Episodes per termination.")
+    env: str | None = None
+    policy: str | None = None
+    split: str | None = Field(None, description="The environment's task split evaluated (e.g. test).")
+    samples: int | None = Field(None, ge=1, description="K: episodes per task.")

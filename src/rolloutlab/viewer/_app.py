@@ -77,6 +77,9 @@ SECURITY_HEADERS = {
     "Cross-Origin-Resource-Policy": "same-origin",
 }
 STEPS_PER_PAGE = 200
+SCORES_PER_PAGE = 50
+MAX_PAGE = 10**9
+"""Pages beyond this are refused (400) before a page number reaches SQL's 64-bit OFFSET."""
 PER_PAGE = {"groups": (10, 20, 50, 100), "table": (25, 50, 100, 200)}
 
 
@@ -103,6 +106,7 @@ class Viewer:
         ctx.setdefault("live_version", "")
         ctx.setdefault("live_analysis", "")
         ctx.setdefault("live_on", False)
+        ctx.setdefault("broken", sorted(self.view.broken.items()))
         html = self.env.get_template(template).render(store_path=str(self.path), **ctx)
         return HTMLResponse(html, status_code=status, headers={"Cache-Control": "no-store"})
 
@@ -166,6 +170,38 @@ class Viewer:
                     log.exception("watch: re-ingest of %s failed", rid)
 
 
+RUN_KEYS = ("name", "source", "model", "algorithm", "env", "status", "last_step", "labels", "created_at")
+
+
+def run_info(entry: dict[str, Any]) -> dict[str, Any]:
+    """A run's manifest record with every key the templates read (absent ones None): an
+    evaluation log has no ``last_step``, an old store no ``labels``."""
+    run = entry.get("run") or {}
+    return {**{k: None for k in RUN_KEYS}, **run, "labels": run.get("labels") or {}}
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names this machine only: ``localhost``, 127.0.0.0/8 or ::1."""
+    import ipaddress
+
+    h = host.strip("[]").lower()
+    if h == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(h).is_loopback
+    except ValueError:
+        return False
+
+
+def allowed_hosts_for(host: str) -> frozenset[str] | None:
+    """The Host headers a server bound to ``host`` answers: for a loopback address, the
+    loopback names and that address (so DNS-rebinding pages stay blocked); for any other,
+    ``None`` — every name (the user chose to expose the viewer)."""
+    if not is_loopback(host):
+        return None
+    return LOOPBACK_HOSTS | {host, f"[{host.strip('[]')}]" if ":" in host else host}
+
+
 def _hostname(host_header: str) -> str:
     if host_header.startswith("["):
         return host_header.split("]")[0] + "]"
@@ -203,7 +239,9 @@ def create_app(store: str | Path, *, watch: float | None = None, allowed_hosts: 
     @app.middleware("http")
     async def guard(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
         resp: Response
-        if "*" not in hosts and _hostname(request.headers.get("host", "")) not in hosts:
+        name = _hostname(request.headers.get("host", ""))
+        # A loopback address literal cannot be a rebinding page's name: answer it too.
+        if "*" not in hosts and name not in hosts and not is_loopback(name):
             resp = PlainTextResponse("unknown Host header (the viewer answers its own address only)", 400)
         elif request.method not in ("GET", "HEAD", "POST"):
             resp = PlainTextResponse("method not allowed", 405)
@@ -262,16 +300,20 @@ def create_app(store: str | Path, *, watch: float | None = None, allowed_hosts: 
         entry = v.view.entry(rid)
         version = v.view.run_versions[rid]
         split, counts = pick_split(rid, a.get("split"))
-        common = {"rid": rid, "run": entry["run"], "sources": entry.get("sources", []), "split": split,
+        common = {"rid": rid, "run": run_info(entry), "sources": entry.get("sources", []), "split": split,
                   "splits": counts, "token": v.token, "can_reingest": v.can_reingest,
                   "flash": v.flash.pop(rid, None), "live_url": url(f"/api/runs/{seg(rid)}/version", split=split),
                   "live_version": version, "live_on": entry["run"].get("status") == "running" or bool(v.watch)}
+        rule = v.view.success_rule(rid, split)
+        common["success_rule"] = rule.text if rule is not None else None
         if not counts:
-            return v.render("run.html", steps=[], dash=None, fresh=True, charts=[], page=1, pages=1, step_rows=[],
-                            live_analysis="", **common)
+            return v.render("run.html", layout="train", steps=[], dash=None, fresh=True, charts=[], page=1, pages=1,
+                            step_rows=[], live_analysis="", **common)
         steps = Q.step_table(v.view, rid, split)
         dash, fresh = v.analyses.get(rid, split, version)
-        page = Q.int_arg("page", a.get("page"), lo=1) or 1
+        page = Q.int_arg("page", a.get("page"), lo=1, hi=MAX_PAGE) or 1
+        if split != "train":
+            return eval_dashboard(rid, split, steps, dash, fresh, page, common)
         pages = max(1, math.ceil(len(steps) / STEPS_PER_PAGE))
         charts = []
         if not dash.figures:
@@ -283,14 +325,32 @@ def create_app(store: str | Path, *, watch: float | None = None, allowed_hosts: 
                 c = svg_chart(xs, [r[key] for r in steps])
                 if c is not None:
                     charts.append((title, c))
-        return v.render("run.html", steps=steps, step_rows=steps[(page - 1) * STEPS_PER_PAGE: page * STEPS_PER_PAGE],
+        return v.render("run.html", layout="train", steps=steps,
+                        step_rows=steps[(page - 1) * STEPS_PER_PAGE: page * STEPS_PER_PAGE],
                         dash=dash, fresh=fresh, charts=charts, page=page, pages=pages,
                         step_list=orjson.dumps([r["step"] for r in steps]).decode(),
                         live_analysis=dash.version, **common)
 
+    def eval_dashboard(rid: str, split: str, steps: list[dict[str, Any]], dash: Any, fresh: bool, page: int,
+                       common: dict[str, Any]) -> Response:
+        """An evaluation's layout: scores by checkpoint, then by checkpoint and task with what
+        the grader said; curves only over two or more checkpoints (never a one-point line)."""
+        total, rows = Q.eval_scores_page(v.view, rid, split, page=page, per_page=SCORES_PER_PAGE)
+        charts = []
+        if len(steps) >= 2:
+            xs = [r["step"] for r in steps]
+            for key, title in (("mean_reward", "mean score (graded)"), ("success_rate", "success rate")):
+                c = svg_chart(xs, [r[key] for r in steps])
+                if c is not None:
+                    charts.append((title, c))
+        return v.render("run.html", layout="eval", steps=steps, step_rows=steps, dash=dash, fresh=fresh,
+                        charts=charts, scores=rows, page=page, pages=max(1, math.ceil(total / SCORES_PER_PAGE)),
+                        scores_total=total, live_analysis=dash.version, **common)
+
     @app.get("/runs/{run_id}/steps/{step}", response_class=HTMLResponse)
     def step_page(request: Request, run_id: str, step: int) -> Response:
         a = args(request)
+        Q.check_int("step", step, lo=0)
         rid = v.view.resolve(run_id)
         split, counts = pick_split(rid, a.get("split"))
         all_steps = Q.step_list(v.view, rid, split)
@@ -309,16 +369,17 @@ def create_app(store: str | Path, *, watch: float | None = None, allowed_hosts: 
         sort = Q.choice_arg("sort", raw_sort, list(sorts), "group" if view == "groups" else "sample")
         order = Q.choice_arg("order", a.get("order"), ("asc", "desc"), "asc")
         per_page = Q.int_arg("per_page", a.get("per_page"), lo=1, hi=max(PER_PAGE[view])) or PER_PAGE[view][1]
-        page = Q.int_arg("page", a.get("page"), lo=1) or 1
+        page = Q.int_arg("page", a.get("page"), lo=1, hi=MAX_PAGE) or 1
         f = Q.Filters.parse(a)
         fetch = Q.step_groups_page if view == "groups" else Q.step_table_page
         total, items = fetch(v.view, rid, split, step, f, sort=sort, desc=order == "desc", page=page, per_page=per_page)
         i = all_steps.index(step)
         keep = {"split": split, "view": view, "sort": sort, "order": order, "per_page": per_page, **f.args()}
-        return v.render("step.html", rid=rid, run=v.view.entry(rid)["run"], split=split, splits=counts, step=step,
+        return v.render("step.html", rid=rid, run=run_info(v.view.entry(rid)), split=split, splits=counts, step=step,
                         row=row, view=view, sort=sort, order=order, sorts=list(sorts), per_page=per_page,
                         per_page_choices=PER_PAGE[view], page=page, pages=max(1, math.ceil(total / per_page)),
                         total=total, items=items, f=f, keep=keep, terminations=Q.terminations(v.view, rid, split, step),
+                        success_rule=rule.text if (rule := v.view.success_rule(rid, split)) is not None else None,
                         prev_step=all_steps[i - 1] if i > 0 else None,
                         next_step=all_steps[i + 1] if i + 1 < len(all_steps) else None)
 
@@ -330,7 +391,7 @@ def create_app(store: str | Path, *, watch: float | None = None, allowed_hosts: 
         t = Q.trajectory(v.view, rid, traj_id, a.get("split") or None, Q.int_arg("step", a.get("step")))
         if t is None:
             raise NotFound(f"no trajectory {traj_id[:200]!r} in run {rid!r}")
-        return v.render("traj.html", rid=rid, run=v.view.entry(rid)["run"], t=t, preview=Q.TEXT_PREVIEW)
+        return v.render("traj.html", rid=rid, run=run_info(v.view.entry(rid)), t=t, preview=Q.TEXT_PREVIEW)
 
     @app.get("/runs/{run_id}/text")
     def text_page(request: Request, run_id: str) -> Response:
@@ -366,7 +427,7 @@ def create_app(store: str | Path, *, watch: float | None = None, allowed_hosts: 
                 raise NotFound(f"task {task_id[:200]!r} was not sampled at step {s}; it was at: "
                                + ", ".join(map(str, steps[:50])) + (" …" if len(steps) > 50 else ""))
         cols = [(s, Q.task_at_step(v.view, rid, split, task_id, s)) for s in (sa, sb)]
-        return v.render("task.html", rid=rid, run=v.view.entry(rid)["run"], split=split, task_id=task_id, hist=hist,
+        return v.render("task.html", rid=rid, run=run_info(v.view.entry(rid)), split=split, task_id=task_id, hist=hist,
                         a=sa, b=sb, cols=cols)
 
     @app.post("/runs/{run_id}/reingest")
@@ -425,5 +486,6 @@ def serve(store: str | Path, *, host: str = "127.0.0.1", port: int = 8000, watch
     """Run the viewer with uvicorn until interrupted."""
     import uvicorn
 
-    hosts = None if host in LOOPBACK_HOSTS else frozenset({"*"})
+    allowed = allowed_hosts_for(host)
+    hosts = frozenset({"*"}) if allowed is None else allowed
     uvicorn.run(create_app(store, watch=watch, allowed_hosts=hosts), host=host, port=port, log_level=log_level)

@@ -62,13 +62,13 @@ class Analyses:
         key = (run_id, split)
         with self._lock:
             d = self._done.get(key)
-            if d is not None and d.version == version:
+            if d is not None and d.version == version and d.error is None:
                 return d, True
             fut = self._running.get(key)
             if fut is None:
                 fut = self._pool.submit(self._compute, key)
                 self._running[key] = fut
-        if d is not None:
+        if d is not None and d.version != version:
             return d, False
         d = fut.result()
         return d, d.version == version
@@ -113,7 +113,9 @@ class Analyses:
             d.error = f"the analysis failed: {type(e).__name__}: {e}"
             return d
         d.findings = list(a.findings)
-        d.notes = [f"success: {a.success_rule}"] + [f"{k}: {v}" for k, v in a.skipped.items()]
+        # The success rule is the page's own (the same rule, shown once); these say what
+        # the analysis could not compute and why.
+        d.notes = [f"not computed — {k}: {v}" for k, v in a.skipped.items()]
         try:
             from rolloutlab.report import figure_specs
         except ImportError:

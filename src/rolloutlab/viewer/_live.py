@@ -11,6 +11,12 @@ Texts stay on disk and are read per query from exactly the files that can hold t
 asked step (:meth:`StoreView.text_files`, from the parts' step lists in the manifest),
 so a page reads one step's text, never the run's.
 
+Success is decided once per (run, split), by the rule the analysis uses
+(:mod:`rolloutlab.analysis._success`): on every refresh the in-memory ``success`` column of
+the runs that changed is set from it (the source's own value stays in
+``recorded_success``), so every page, card colour and filter reads the same answer, and
+:meth:`StoreView.success_rule` says which rule gave it.
+
 DuckDB connections are not safe to share between threads and requests are served from a
 thread pool, so every query runs under one lock (queries take a millisecond or two).
 """
@@ -25,8 +31,9 @@ from typing import Any
 import duckdb
 import orjson
 
+from rolloutlab.analysis._success import STATS_SQL, SuccessRule, SuccessStats, choose_rule
 from rolloutlab.io import RolloutlabError, Store
-from rolloutlab.io._store import MANIFEST, runs_table
+from rolloutlab.io._store import MANIFEST, runs_table, store_file
 from rolloutlab.schema import TABLES
 
 MEMORY_TABLES = ("trajectories", "turns")
@@ -35,6 +42,23 @@ _UNSET = object()
 
 class NotFound(RolloutlabError):
     """A run, step or trajectory the store does not hold; the message says what it holds."""
+
+
+class UnreadableFile(RolloutlabError):
+    """A file of the store that is missing or damaged; the message names it."""
+
+
+def _listed(st: Store | None, table: str) -> list[str]:
+    """The manifest's files of ``table`` as written there (relative to the store)."""
+    if st is None:
+        return []
+    return [p["files"][table] for e in st.manifest["runs"].values() for p in e["parts"].values()
+            if p["files"].get(table)]
+
+
+def _reason(e: Exception) -> str:
+    """The first line of a DuckDB error, without its class prefix."""
+    return str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
 
 
 def version_of(obj: Any) -> str:
@@ -53,11 +77,17 @@ class StoreView:
         self.error: str | None = None
         self.version = ""
         self.run_versions: dict[str, str] = {}
+        self.success_rules: dict[tuple[str, str], SuccessRule] = {}
+        self._fresh_files: list[str] = []
+        self._retry = False
+        self.broken: dict[str, str] = {}
+        """Store file → why it cannot be read (its rows are missing from the pages)."""
         self._con = duckdb.connect(":memory:")
         self._loaded: dict[str, set[str]] = {t: set() for t in MEMORY_TABLES}
         for t in MEMORY_TABLES:
             self._con.register("_empty", TABLES[t].empty_table())
-            self._con.execute(f"CREATE TABLE {t} AS SELECT *, ''::VARCHAR AS _file FROM _empty")
+            extra = ", success AS recorded_success" if t == "trajectories" else ""
+            self._con.execute(f"CREATE TABLE {t} AS SELECT *, ''::VARCHAR AS _file{extra} FROM _empty")
             self._con.unregister("_empty")
 
     # -- keeping current ---------------------------------------------------------------
@@ -69,9 +99,9 @@ class StoreView:
         except FileNotFoundError:
             stamp = None
         with self._lock:
-            if stamp == self._stamp and not force:
+            if stamp == self._stamp and not force and not self._retry:
                 return
-            self._stamp = stamp
+            before = self.run_versions
             self.store, self.error, self.version, self.run_versions = None, None, "", {}
             st: Store | None = None
             if stamp is not None:
@@ -84,23 +114,83 @@ class StoreView:
                 self.store = st
                 self.run_versions = {rid: version_of(e) for rid, e in st.manifest["runs"].items()}
                 self.version = version_of(self.run_versions)
+            self._apply_success_rules(before)
+            # Recorded only now that the tables match it: a failure above leaves the old
+            # stamp, so the next request tries again (unreadable files are retried too).
+            self._stamp = stamp
 
     def _sync(self, st: Store | None) -> None:
-        """Make the in-memory tables hold exactly the rows of the manifest's files."""
+        """Make the in-memory tables hold exactly the rows of the manifest's readable
+        files; the unreadable ones (missing, truncated, not Parquet) go to :attr:`broken`
+        with the reason, and are tried again on the next refresh."""
         self._con.register("runs", runs_table(st.manifest if st is not None else {"runs": {}}))
+        broken: dict[str, str] = {}
+        self._fresh_files = []
+        self._retry = False
         for t in MEMORY_TABLES:
-            want = {str(f) for f in st.files(t)} if st is not None else set()
+            want: set[str] = set()
+            for rel in _listed(st, t):
+                try:
+                    want.add(str(store_file(self.path, rel)))
+                except RolloutlabError as e:
+                    broken[rel] = str(e)
             have = self._loaded[t]
             gone, new = sorted(have - want), sorted(want - have)
             if gone:
                 self._con.execute(f"DELETE FROM {t} WHERE list_contains(?, _file)", [gone])
+            loaded = have & want
             if new:
-                self._con.execute(
-                    f"INSERT INTO {t} BY NAME SELECT * EXCLUDE (filename), filename AS _file "
-                    "FROM read_parquet(?, union_by_name = true, filename = true)",
-                    [new],
-                )
-            self._loaded[t] = want
+                try:
+                    self._insert(t, new)
+                    loaded |= set(new)
+                except duckdb.Error:  # one bad file: load the others one by one, name the bad ones
+                    for f in new:
+                        try:
+                            self._insert(t, [f])
+                            loaded.add(f)
+                        except duckdb.Error as e:
+                            broken[f] = _reason(e)
+                            self._retry = True
+            self._loaded[t] = loaded
+        self.broken = broken
+
+    def _insert(self, table: str, files: list[str]) -> None:
+        """Rows of ``files`` into ``table`` (one statement: all of them or none)."""
+        extra = ", success AS recorded_success" if table == "trajectories" else ""
+        self._con.execute(
+            f"INSERT INTO {table} BY NAME SELECT * EXCLUDE (filename), filename AS _file{extra} "
+            "FROM read_parquet(?, union_by_name = true, filename = true)",
+            [files],
+        )
+        if table == "trajectories":
+            self._fresh_files += files
+
+    def _apply_success_rules(self, before: dict[str, str]) -> None:
+        """Decide success for every (run, split) whose run changed since ``before``."""
+        changed = [rid for rid, ver in self.run_versions.items() if before.get(rid) != ver]
+        if self._fresh_files:  # rows that arrived without a manifest change (a file readable again)
+            changed += [r for (r,) in self._con.execute(
+                "SELECT DISTINCT run_id FROM trajectories WHERE list_contains(?, _file)", [self._fresh_files]
+            ).fetchall() if r not in changed]
+        self.success_rules = {k: r for k, r in self.success_rules.items() if k[0] in self.run_versions
+                              and k[0] not in changed}
+        if not changed:
+            return
+        pairs = self._con.execute("SELECT DISTINCT run_id, split FROM trajectories WHERE list_contains(?, run_id)",
+                                  [changed]).fetchall()
+        for rid, split in pairs:
+            row = self._con.execute(STATS_SQL.format(success="recorded_success", table="trajectories"),
+                                    [rid, split]).fetchone()
+            assert row is not None
+            rule = choose_rule(SuccessStats(*row))
+            self._con.execute(f"UPDATE trajectories SET success = {rule.sql('recorded_success')} "
+                              "WHERE run_id = ? AND split = ?", [rid, split])
+            self.success_rules[(rid, split)] = rule
+
+    def success_rule(self, run_id: str, split: str) -> SuccessRule | None:
+        """The rule that decided success for the run's split (None: it has no trajectories)."""
+        with self._lock:
+            return self.success_rules.get((run_id, split))
 
     # -- reading -----------------------------------------------------------------------
     def require(self) -> Store:
@@ -119,11 +209,26 @@ class StoreView:
                     cur = self._con.execute(sql, params)
                     cols = [d[0] for d in cur.description or ()]
                     return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
-                except duckdb.IOException:
+                except duckdb.IOException as e:
                     if attempt:
-                        raise
+                        raise self._unreadable(params, e) from None
                     self.refresh(force=True)
+                except duckdb.InvalidInputException as e:  # a file that is not (or no longer) Parquet
+                    raise self._unreadable(params, e) from None
         raise AssertionError("unreachable")
+
+    def _unreadable(self, params: list[Any], e: duckdb.Error) -> RolloutlabError:
+        """An error naming the store file(s) among ``params`` that cannot be read."""
+        files = [f for p in params if isinstance(p, list) for f in p if isinstance(f, str) and f.endswith(".parquet")]
+        bad = []
+        for f in files:
+            try:
+                self._con.execute("SELECT count(*) FROM parquet_metadata(?)", [f]).fetchall()
+            except duckdb.Error as why:
+                bad.append(f"{f} ({_reason(why)})")
+        if not bad:
+            return RolloutlabError(f"cannot read the store at {self.path}: {_reason(e)}")
+        return UnreadableFile(f"cannot read {'; '.join(bad)}")
 
     def text_files(self, run_id: str, split: str, step: int | None) -> list[str]:
         """The ``texts`` files of ``run_id`` that can hold rows of (split, step): parts
@@ -145,7 +250,10 @@ class StoreView:
                 top = (part.get("max_step") or {}).get(split)
                 if top is not None and step > top:
                     continue
-            out.append(str(self.path / rel))
+            try:
+                out.append(str(store_file(self.path, rel)))
+            except RolloutlabError:
+                continue  # refused, and named on the pages by `broken`
         return out
 
     def resolve(self, run: str) -> str:

@@ -86,15 +86,28 @@ def float_arg(name: str, raw: str | None) -> float | None:
         raise BadRequest(f"{name} must be a number, got {raw[:40]!r}") from None
 
 
+INT_LIMIT = 2**62
+"""Whole numbers from a request stay within ±this (SQL's integers are 64-bit)."""
+
+
 def int_arg(name: str, raw: str | None, *, lo: int | None = None, hi: int | None = None) -> int | None:
     if raw is None or raw.strip() == "":
         return None
+    if len(raw.strip()) > 24:
+        raise BadRequest(f"{name} must be a whole number of at most 19 digits, got {raw[:40]!r}…")
     try:
         v = int(raw)
     except ValueError:
         raise BadRequest(f"{name} must be a whole number, got {raw[:40]!r}") from None
-    if (lo is not None and v < lo) or (hi is not None and v > hi):
-        raise BadRequest(f"{name} must lie in [{lo}, {hi}], got {v}")
+    return check_int(name, v, lo=lo, hi=hi)
+
+
+def check_int(name: str, v: int, *, lo: int | None = None, hi: int | None = None) -> int:
+    """``v``, or BadRequest naming the range it must lie in (at most ±``INT_LIMIT``)."""
+    lo_ = -INT_LIMIT if lo is None else lo
+    hi_ = INT_LIMIT if hi is None else hi
+    if not lo_ <= v <= hi_:
+        raise BadRequest(f"{name} must lie in [{lo_}, {hi_}], got {str(v)[:40]}")
     return v
 
 
@@ -234,6 +247,7 @@ def step_table(src: Source, run_id: str, split: str, step: int | None = None) ->
             FROM g WHERE n > 1 AND sd IS NOT NULL GROUP BY step
         )
         SELECT t.step, count(*) AS trajectories, count(DISTINCT t.group_id) AS groups,
+               count(DISTINCT t.task_id) AS tasks, count(*) FILTER (WHERE NOT t.graded) AS ungraded,
                avg(t.reward) AS mean_reward, stddev_samp(t.reward) AS std_reward,
                avg(coalesce(t.reward, 0)) AS mean_reward_all,
                avg(CASE WHEN t.graded THEN 0.0 ELSE 1.0 END) AS ungraded_rate,
@@ -457,3 +471,90 @@ def task_at_step(src: Source, run_id: str, split: str, task_id: str, step: int, 
     for r in rows:
         r.update(by_id[r["traj_id"]])
     return rows
+
+
+# -- an evaluation: scores by checkpoint and task -----------------------------------------
+
+EXPLANATION_CHARS = 600
+"""Characters of one grader explanation shown in the score table."""
+SAMPLES_SHOWN = 8
+"""Samples (epochs) of one task at one checkpoint listed in its score-table row."""
+
+
+def eval_scores_page(src: Source, run_id: str, split: str, *, page: int,
+                     per_page: int) -> tuple[int, list[dict[str, Any]]]:
+    """(rows, one page of rows) of the score table: one row per (checkpoint step, task),
+    with its samples (epochs), mean score over the graded ones, success (the run's rule),
+    and each sample's score and grader explanation (cut to ``EXPLANATION_CHARS``)."""
+    key = "coalesce(task_id, traj_id)"
+    base = f"SELECT step, {key} AS task_key FROM trajectories WHERE run_id = ? AND split = ?"
+    total = src.query(f"SELECT count(*) AS n FROM (SELECT DISTINCT * FROM ({base}))", [run_id, split])[0]["n"]
+    rows = src.query(
+        f"""
+        SELECT step, {key} AS task_key, any_value(task_id) AS task_id, count(*) AS n,
+               count(*) FILTER (WHERE graded) AS graded, avg(reward) AS mean_reward,
+               avg(CAST(success AS DOUBLE)) AS success_rate
+        FROM trajectories WHERE run_id = ? AND split = ? GROUP BY step, task_key
+        ORDER BY step, task_key LIMIT ? OFFSET ?
+        """,
+        [run_id, split, per_page, (page - 1) * per_page],
+    )
+    if not rows:
+        return total, rows
+    samples = src.query(
+        f"""
+        SELECT * FROM (
+            SELECT traj_id, step, {key} AS task_key, sample_idx, reward, success, graded, termination,
+                   row_number() OVER (PARTITION BY step, {key} ORDER BY sample_idx NULLS LAST, traj_id) AS k
+            FROM trajectories WHERE run_id = ? AND split = ?
+                AND list_contains(?, struct_pack(s := step, t := {key}))
+        ) WHERE k <= ? ORDER BY step, task_key, k
+        """,
+        [run_id, split, [{"s": r["step"], "t": r["task_key"]} for r in rows], SAMPLES_SHOWN],
+    )
+    notes: dict[str, dict[str, Any]] = {}
+    for step in sorted({s["step"] for s in samples}):
+        ids = [s["traj_id"] for s in samples if s["step"] == step]
+        for x in texts(src, run_id, split, step,
+                       "traj_id, CAST(json_extract(extras, '$.scores') AS VARCHAR) AS scores, "
+                       "json_extract_string(extras, '$.ungraded_reason') AS ungraded_reason, "
+                       f"substr(error, 1, {EXPLANATION_CHARS}) AS error",
+                       "turn_idx = -1 AND list_contains(?, traj_id)", [ids]):
+            notes[x["traj_id"]] = x
+    by_row: dict[tuple[int, str], list[dict[str, Any]]] = {}
+    for s in samples:
+        s["grader"] = grader_notes(notes.get(s["traj_id"], {}))
+        by_row.setdefault((s["step"], s["task_key"]), []).append(s)
+    for r in rows:
+        r["samples"] = by_row.get((r["step"], r["task_key"]), [])
+    return total, rows
+
+
+def grader_notes(x: dict[str, Any]) -> list[str]:
+    """What the grader said about one sample: each scorer's value and explanation (Inspect's
+    ``scores``), else why it is ungraded, else its error."""
+    import orjson
+
+    out: list[str] = []
+    raw = x.get("scores")
+    try:
+        scores = orjson.loads(raw) if raw else None
+    except orjson.JSONDecodeError:
+        scores = None
+    if isinstance(scores, dict):
+        for name, sc in scores.items():
+            if not isinstance(sc, dict):
+                continue
+            value = sc.get("value")
+            why = sc.get("explanation")
+            line = f"{name} = {value if isinstance(value, str) else orjson.dumps(value).decode()}"
+            if why not in (None, ""):
+                text = why if isinstance(why, str) else orjson.dumps(why).decode()
+                cut = text[:EXPLANATION_CHARS] + ("…" if len(text) > EXPLANATION_CHARS else "")
+                line += f": {cut}"
+            out.append(line)
+    if x.get("ungraded_reason"):
+        out.append(f"ungraded: {x['ungraded_reason']}")
+    elif not out and x.get("error"):
+        out.append(f"error: {x['error']}")
+    return out
