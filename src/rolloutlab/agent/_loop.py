@@ -368,8 +368,8 @@ class _Episode:
                 st.success = info.success
             for k, v in info.reward_components.items():
                 st.components[k] = st.components.get(k, 0.0) + float(v)
-            for k, v in info.metrics.items():
-                st.env_metrics[k] = st.env_metrics.get(k, 0.0) + float(v)
+            for k, v in info.metrics.items():  # the last value: metrics may be running counts
+                st.env_metrics[k] = float(v)
             st.env_extras.update(info.extras)
             if isinstance(action, ToolInvocation):
                 st.tool_calls += 1
@@ -425,11 +425,12 @@ def _tool_call_record(call: ToolInvocation, new: Sequence[Message]) -> ToolCall:
 
 
 def _tool_schemas(spec: EnvSpec) -> tuple[dict[str, Any], ...]:
+    """The tools offered to the model: schemas of the spec's functions, then its given schemas."""
     if not spec.tools:
-        return ()
-    from rolloutlab.envs._tools import tool_schema  # type: ignore[import-not-found, unused-ignore]
+        return tuple(spec.tool_specs)
+    from rolloutlab.envs._tools import tool_schema
 
-    return tuple(tool_schema(f) for f in spec.tools)
+    return (*(tool_schema(f) for f in spec.tools), *spec.tool_specs)
 
 
 def _reward(st: _State, termination: str) -> tuple[float | None, str | None]:
@@ -506,7 +507,7 @@ def _episode(
         policy_version = min(st.policy_versions)
     extras: dict[str, Any] = dict(st.env_extras)
     extras.update({
-        "env_id": env_id, "env_seed": seed, "parser": runner.parser_name if runner else config.parser,
+        "env_id": env_id, "env_seed": seed, "task_category": task.category, "parser": runner.parser_name if runner else config.parser,
         "max_turns": max_turns, "stop_reason": st.stop_reason, "finish_reasons": st.finish_reasons,
         "timings": st.timings, "policy_version": policy_version,
     })

@@ -71,6 +71,24 @@ def _echo(messages: Sequence[Message]) -> str:
     return next((str(m["content"]) for m in reversed(messages) if m["role"] in ("user", "tool")), "")
 
 
+@register_script("guess-number")
+def _guess_number(messages: Sequence[Message]) -> str:
+    """Binary search for ``guess-number-v0`` (reads ``guess a number from 0 to N`` and the
+    ``higher`` / ``lower`` feedback)."""
+    lo, hi, last = 0, 7, None
+    for m in messages:
+        text = str(m.get("content", "")).strip()
+        if m["role"] == "assistant":
+            last = int(text) if text.lstrip("-").isdigit() else None
+        elif text.startswith("guess a number from 0 to ") and text.rsplit(" ", 1)[-1].isdigit():
+            lo, hi = 0, int(text.rsplit(" ", 1)[-1])
+        elif last is not None and text == "higher":
+            lo = last + 1
+        elif last is not None and text == "lower":
+            hi = last - 1
+    return str((lo + hi) // 2)
+
+
 class ScriptedPolicy:
     """Answers by a function of the message history (the policy behind the tests).
 

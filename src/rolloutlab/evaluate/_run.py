@@ -1,0 +1,234 @@
+"""Running an evaluation: N tasks × K samples per checkpoint, written so a killed run resumes.
+
+Layout (a run directory, :class:`rolloutlab.io.RunWriter`)::
+
+    OUT/run.json                              # Run: the evaluation's identity fields in config
+    OUT/eval/<checkpoint>/episodes.jsonl      # Trajectory per line, in task × sample order
+    OUT/eval/<checkpoint>/summary.json        # EvalSummary
+    OUT/eval/<checkpoint>/.episodes.partial.jsonl   # while running: finished episodes, appended
+
+Resuming: each finished episode is appended to the partial file as one complete line and
+flushed.  A re-run reads ``episodes.jsonl`` and the partial file (a torn last line, from a
+kill mid-write, is ignored), keys episodes by ``traj_id`` (``TASK_ID#K``, deterministic),
+runs only the missing ones, then writes ``episodes.jsonl`` and ``summary.json`` atomically
+and removes the partial file — so no episode is run twice or written twice, and the files
+the importer reads are always complete.  A re-run must keep the identity fields
+(:data:`IDENTITY_FIELDS`); ``--episodes`` / ``--samples`` may grow.  Episode seeds are a
+fixed function of (``seed``, task id, sample index), so a resumed run equals an
+uninterrupted one for a deterministic policy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import orjson
+
+from rolloutlab.agent import Episode, LoopConfig, get_parser, make_policy
+from rolloutlab.agent._executor import EpisodeSpec, run_local, run_ray
+from rolloutlab.envs import Task, get_env_spec
+from rolloutlab.evaluate._checkpoints import find_checkpoints
+from rolloutlab.evaluate._config import IDENTITY_FIELDS, EvalConfig
+from rolloutlab.evaluate._summary import successes, summarize
+from rolloutlab.io import InputError, RolloutlabError, RunWriter, read_run, read_trajectories
+from rolloutlab.schema import EvalSummary, Run, Trajectory
+
+__all__ = ["PARTIAL", "Progress", "Target", "run_eval"]
+
+PARTIAL = ".episodes.partial.jsonl"
+
+
+@dataclass(frozen=True)
+class Target:
+    """One thing to evaluate: a policy spec under a checkpoint name."""
+
+    name: str
+    step: int | None
+    policy: str
+
+
+@dataclass
+class Progress:
+    """Running figures of the checkpoint being evaluated (for the progress bar)."""
+
+    checkpoint: str
+    total: int
+    done: int = 0
+    resumed: int = 0
+    graded: int = 0
+    solved: int = 0
+    reward_sum: float = 0.0
+    errors: int = 0
+
+    def add(self, t: Trajectory, solved: bool | None) -> None:
+        self.done += 1
+        if t.reward is not None:
+            self.graded += 1
+            self.reward_sum += t.reward
+        if solved:
+            self.solved += 1
+        if t.termination == "error":
+            self.errors += 1
+
+    def line(self) -> str:
+        if not self.graded:
+            return f"{self.checkpoint}: errors {self.errors}"
+        return (f"{self.checkpoint}: success {self.solved / self.graded:.3f}  "
+                f"reward {self.reward_sum / self.graded:.3f}  errors {self.errors}")
+
+
+def targets(config: EvalConfig) -> list[Target]:
+    if config.checkpoints is not None:
+        return [Target(c.name, c.step, f"hf:{c.path}") for c in find_checkpoints(config.checkpoints)]
+    assert config.policy is not None
+    return [Target("policy", None, config.policy)]
+
+
+def _identity(config: EvalConfig) -> dict[str, Any]:
+    ident = {f: getattr(config, f) for f in IDENTITY_FIELDS}
+    ident["checkpoints"] = str(config.checkpoints) if config.checkpoints is not None else None
+    return ident
+
+
+def _open_run(config: EvalConfig) -> Run:
+    """The run record: the existing one when resuming (its identity checked), else a new one."""
+    ident = _identity(config)
+    if (config.out / "run.json").is_file():
+        run = read_run(config.out)
+        old = run.config.get("eval", {})
+        diff = [f"{k}: {old.get(k)!r} before, {v!r} now" for k, v in ident.items() if old.get(k) != v]
+        if diff:
+            raise RolloutlabError(
+                f"{config.out} holds an evaluation with other settings ({'; '.join(diff)}); "
+                "re-run with the same settings to resume, or choose another --out"
+            )
+        run.status = "running"
+        return run
+    return Run(run_id=uuid.uuid4().hex[:12], name=config.out.name or "eval", source="rolloutlab", config={"eval": ident},
+               model=config.policy, env=config.env)
+
+
+def _load_done(d: Path) -> dict[str, Trajectory]:
+    """Finished episodes of a checkpoint folder: ``episodes.jsonl`` then the partial file."""
+    done: dict[str, Trajectory] = {}
+    if (d / "episodes.jsonl").is_file():
+        for _, t in read_trajectories(d / "episodes.jsonl"):
+            done[t.traj_id] = t
+    p = d / PARTIAL
+    if p.is_file():
+        lines = p.read_bytes().split(b"\n")
+        for i, raw in enumerate(lines, start=1):
+            if not raw.strip():
+                continue
+            try:
+                t = Trajectory.model_validate(orjson.loads(raw))
+            except (orjson.JSONDecodeError, ValueError) as e:
+                if i == len(lines):  # torn last line (killed mid-write, no newline yet): run it again
+                    continue
+                raise InputError(f"not a valid finished episode ({e}); delete the file to start over",
+                                 path=p, line=i) from None
+            done[t.traj_id] = t
+    return done
+
+
+def episode_seed(seed: int, task_id: str, k: int) -> int:
+    """The reset/sampling seed of sample ``k`` of ``task_id`` (a fixed function)."""
+    return zlib.crc32(f"{seed}/{task_id}/{k}".encode()) & 0x7FFFFFFF
+
+
+def _specs(config: EvalConfig, tasks: list[Task], step: int | None) -> list[EpisodeSpec]:
+    return [EpisodeSpec(env=config.env, task=t, seed=episode_seed(config.seed, t.id, k), step=step or 0,
+                        traj_id=f"{t.id}#{k}", group_id=t.id, sample_idx=k)
+            for t in tasks for k in range(config.samples)]
+
+
+def _tasks(config: EvalConfig) -> tuple[list[Task], str]:
+    spec = get_env_spec(config.env)
+    if config.split not in spec.splits:
+        raise RolloutlabError(f"{spec.id} has no split {config.split!r}; splits: {', '.join(spec.splits)}")
+    tasks = list(spec.tasks(config.split, config.seed))
+    if len(tasks) < config.episodes:
+        raise RolloutlabError(
+            f"{spec.id} split {config.split!r} has {len(tasks)} tasks; --episodes {config.episodes} asks for more"
+        )
+    parser = config.parser or spec.action_format
+    get_parser(parser)
+    return tasks[: config.episodes], parser
+
+
+def _loop_config(config: EvalConfig, parser: str) -> LoopConfig:
+    return LoopConfig(max_turns=config.max_turns, max_tokens_per_turn=config.max_tokens_per_turn, parser=parser,
+                      invalid_action_penalty=config.invalid_action_penalty, temperature=config.temperature,
+                      top_p=config.top_p, env_timeout_s=config.env_timeout_s, env_retries=config.env_retries,
+                      policy_retries=config.policy_retries, split="eval")
+
+
+async def _run_target(config: EvalConfig, target: Target, specs: list[EpisodeSpec], loop: LoopConfig,
+                      parser: str, sink: BinaryIO, prog: Progress,
+                      on_progress: Callable[[Progress], None] | None) -> list[Episode]:
+    def done(ep: Episode) -> None:
+        t = ep.trajectory
+        sink.write(orjson.dumps(t.model_dump(mode="json", exclude_none=True)) + b"\n")  # one complete line
+        sink.flush()
+        prog.add(t, successes([t])[0])
+        if on_progress is not None:
+            on_progress(prog)
+
+    if config.executor == "ray":
+        return await run_ray(specs, target.policy, config=loop, concurrency=config.concurrency, parser=parser,
+                             seed=config.seed, progress=done)
+    policy = make_policy(target.policy, parser=parser, seed=config.seed)
+    try:
+        return await run_local(specs, policy, config=loop, concurrency=config.concurrency, progress=done)
+    finally:
+        await policy.close()
+
+
+def run_eval(config: EvalConfig, *, on_progress: Callable[[Progress], None] | None = None) -> list[EvalSummary]:
+    """Evaluate every target of ``config`` (resuming what a previous run finished); one
+    summary per checkpoint, in step order."""
+    tasks, parser = _tasks(config)
+    tgts = targets(config)
+    loop = _loop_config(config, parser)
+    config.out.mkdir(parents=True, exist_ok=True)
+    writer = RunWriter(config.out, _open_run(config))
+    summaries: list[EvalSummary] = []
+    ok = False
+    try:
+        for target in tgts:
+            d = config.out / "eval" / target.name
+            d.mkdir(parents=True, exist_ok=True)
+            specs = _specs(config, tasks, target.step)
+            done = _load_done(d)
+            todo = [s for s in specs if s.traj_id not in done]
+            prog = Progress(checkpoint=target.name, total=len(specs))
+            for s in specs:
+                if s.traj_id in done:
+                    t = done[s.traj_id]
+                    prog.add(t, successes([t])[0])
+            prog.resumed = prog.done
+            if on_progress is not None:
+                on_progress(prog)
+            if todo:
+                with open(d / PARTIAL, "ab") as sink:
+                    eps = asyncio.run(_run_target(config, target, todo, loop, parser, sink, prog, on_progress))
+                    os.fsync(sink.fileno())
+                for ep in eps:
+                    done[ep.trajectory.traj_id] = ep.trajectory
+            trajs = [done[s.traj_id] for s in specs]
+            summary = summarize(target.name, target.step, trajs, config.ks, env=config.env, policy=target.policy,
+                                split=config.split, samples=config.samples)
+            writer.write_eval(target.name, trajs, summary)
+            (d / PARTIAL).unlink(missing_ok=True)
+            summaries.append(summary)
+        ok = True
+    finally:
+        writer.close(status="finished" if ok else "aborted")
+    return summaries
