@@ -1,6 +1,7 @@
 """Built-in environments, offline and CPU-only.  Importing this package registers them."""
 
 from rolloutlab.envs.builtin import (
+    babyai,  # noqa: F401
     guess_number,  # noqa: F401
     household,  # noqa: F401
     search_qa,  # noqa: F401

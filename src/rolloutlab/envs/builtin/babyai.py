@@ -1,0 +1,205 @@
+"""``babyai-v0``: minigrid's BabyAI levels, rendered as text the way BALROG renders them.
+
+The levels are minigrid's own (``minigrid.envs.babyai``; ``gymnasium.make("BabyAI-...")``),
+run unchanged: layout, mission, dynamics, step limit and reward are minigrid's.  Only the
+rendering is ours, written after the sentence forms of BabyAI-Text (the GLAM paper's
+text version of BabyAI) as BALROG (``balrog/environments/babyai_text``) shows them with
+"You see " stripped: one line per thing in view, nearest first::
+
+    user:  Your goal: go to the red ball.
+           Actions: turn left, turn right, go forward, pick up, drop, toggle.
+           a wall 3 steps forward
+           a wall 2 steps left
+           a red ball 1 step right and 2 steps forward
+    assistant: turn right
+    user:  a wall 2 steps forward
+           ...
+
+- **Actions** (BALROG's six): ``turn left``, ``turn right``, ``go forward``, ``pick up``,
+  ``drop``, ``toggle`` (case and surrounding white space ignored).  Anything else is
+  ``action_valid = False`` with an observation listing the six, and is *not* sent to the
+  level (BALROG instead substitutes ``go forward`` and counts it; here the agent loop's
+  horizon bounds a policy that keeps writing nonsense).  ``info.available_actions`` lists
+  the six.
+- **What is described**: walls only straight ahead, left and right (the nearest), every
+  other object in view (``a closed red door``, ``a blue key``, ``a green goal``) with its
+  offset ("1 step left and 2 steps forward"), and ``you carry a blue key``.
+- **Reward**: minigrid's: ``1 - 0.9 * steps / max_steps`` on success, else 0; success
+  ends the episode (``terminated``, ``stop_reason = "success"``).  minigrid's own step
+  limit (``max_steps`` of the level) ends it as ``truncated`` (``"max_steps"``).
+- **Tasks**: ``LEVELS`` (goto, pickup, open, putnext — the families of BALROG's
+  ``MixedTrainLocal``), 500 train and 50 test layouts each; a task id is
+  ``split/Level/k``, its layout minigrid's ``reset(seed=...)`` with a seed hashed from the
+  id; ``category`` is the level.  The layout is fixed by the task, so
+  ``reset``'s ``seed`` only matters when no task is given (it draws one from train).
+- **Anchor**: agent position, direction, what it carries and a hash of the grid.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import random
+from typing import Any
+
+from rolloutlab.envs._core import Action, EnvSpec, Info, Observation, StepResult, Task
+from rolloutlab.envs._registry import ENVS, register_env
+from rolloutlab.io import RolloutlabError
+
+ID = "babyai-v0"
+ACTIONS = ("turn left", "turn right", "go forward", "pick up", "drop", "toggle")
+"""BALROG's action names, in minigrid's action order (left, right, forward, pickup, drop, toggle)."""
+LEVELS = ("GoToRedBallGrey", "GoToLocal", "PickupLoc", "OpenRedDoor", "PutNextLocal")
+"""The BabyAI levels served (minigrid ids ``BabyAI-<level>-v0``); each is a task category."""
+SPLIT_SIZES = {"train": 500, "test": 50}
+
+
+def babyai_tasks(split: str, seed: int) -> list[Task]:
+    """Every level's layouts of ``split``, in an order shuffled by ``seed``."""
+    if split not in SPLIT_SIZES:
+        raise RolloutlabError(f"{ID} has no split {split!r}; splits: {', '.join(SPLIT_SIZES)}")
+    tasks = [Task(f"{split}/{lvl}/{k}", split, lvl) for lvl in LEVELS for k in range(SPLIT_SIZES[split])]
+    random.Random(seed).shuffle(tasks)
+    return tasks
+
+
+def _parse_task(tid: str) -> tuple[str, int]:
+    """``(level, minigrid seed)`` of a task id."""
+    parts = tid.split("/")
+    if (len(parts) != 3 or parts[0] not in SPLIT_SIZES or parts[1] not in LEVELS or not parts[2].isdigit()
+            or int(parts[2]) >= SPLIT_SIZES[parts[0]]):
+        raise RolloutlabError(f"{ID}: unknown task {tid!r}; ids are SPLIT/LEVEL/K with SPLIT train (K < 500) or "
+                              f"test (K < 50) and LEVEL one of {', '.join(LEVELS)}")
+    # a hash, not split base + k: levels drawing from the same seed would share their rooms
+    return parts[1], int(hashlib.sha256(tid.encode()).hexdigest()[:8], 16)
+
+
+def _steps(n: int, word: str) -> str:
+    return f"{n} step{'s' if n != 1 else ''} {word}"
+
+
+def _name(obj: Any) -> str:
+    if obj.type == "door":
+        state = "open" if obj.is_open else "locked" if obj.is_locked else "closed"
+        return f"a {state} {obj.color} door"
+    return f"a {obj.color} {obj.type}"
+
+
+def describe(env: Any) -> list[str]:
+    """What the agent sees, one line per thing, nearest first (BabyAI-Text's sentence forms)."""
+    grid, vis = env.gen_obs_grid()
+    size = grid.width
+    cx, cy = size // 2, size - 1  # the agent's cell in its own egocentric view, facing "up"
+    walls: dict[str, int] = {}
+    things: list[tuple[int, str]] = []
+    for i in range(size):
+        for j in range(size):
+            obj = grid.get(i, j)
+            if obj is None or not vis[i, j] or (i, j) == (cx, cy):
+                continue
+            fwd, right = cy - j, i - cx
+            if obj.type == "wall":
+                side = "forward" if right == 0 else ("left" if right < 0 else "right") if fwd == 0 else None
+                if side and (side not in walls or (fwd or abs(right)) < walls[side]):
+                    walls[side] = fwd or abs(right)
+                continue
+            if right == 0:
+                where = _steps(fwd, "forward")
+            elif fwd == 0:
+                where = _steps(abs(right), "left" if right < 0 else "right")
+            else:
+                where = f"{_steps(abs(right), 'left' if right < 0 else 'right')} and {_steps(fwd, 'forward')}"
+            things.append((fwd + abs(right), f"{_name(obj)} {where}"))
+    lines = [f"a wall {_steps(d, side)}" for side, d in sorted(walls.items(), key=lambda kv: (kv[1], kv[0]))]
+    lines += [text for _, text in sorted(things)]
+    if env.carrying is not None:
+        lines.append(f"you carry {_name(env.carrying)}")
+    return lines or ["nothing in view"]
+
+
+@register_env(
+    ID,
+    description="BabyAI (minigrid) levels as text, BALROG-style: turn left/right, go forward, pick up, drop, toggle.",
+    max_turns=64,
+    action_format="text",
+    reward_range=(0.0, 1.0),
+    tasks=babyai_tasks,
+    has_anchor=True,
+    requires=("minigrid",),
+)
+class BabyAIEnv:
+    """One BabyAI level at a time; one minigrid instance per level, reused across episodes."""
+
+    spec: EnvSpec
+
+    def __init__(self) -> None:
+        try:
+            import gymnasium
+            import minigrid  # noqa: F401  (importing it registers the BabyAI-* ids)
+        except ImportError as e:
+            raise RolloutlabError(f"{ID} needs minigrid: pip install minigrid ({e})") from e
+        self._make = gymnasium.make
+        self.spec = ENVS[ID]
+        self._levels: dict[str, Any] = {}
+        self._env: Any = None
+        self._done = False
+
+    def _anchor(self) -> str:
+        u = self._env.unwrapped
+        carry = _name(u.carrying) if u.carrying is not None else "nothing"
+        grid = hashlib.sha1(u.grid.encode().tobytes()).hexdigest()[:12]
+        return f"{int(u.agent_pos[0])},{int(u.agent_pos[1])} dir {int(u.agent_dir)} carrying {carry} grid {grid}"
+
+    async def reset(self, *, task: Task | str | None = None, seed: int | None = None) -> Observation:
+        if task is None:
+            rng = random.Random(seed)
+            tid = f"train/{rng.choice(LEVELS)}/{rng.randrange(SPLIT_SIZES['train'])}"
+        else:
+            tid = task.id if isinstance(task, Task) else task
+        level, layout = _parse_task(tid)
+        if level not in self._levels:
+            self._levels[level] = self._make(f"BabyAI-{level}-v0")
+        self._env = self._levels[level]
+        with contextlib.redirect_stdout(io.StringIO()):  # minigrid prints its rejected samples
+            obs, _ = self._env.reset(seed=layout)
+        self._done = False
+        text = (f"Your goal: {obs['mission']}.\nActions: {', '.join(ACTIONS)}.\n"
+                + "\n".join(describe(self._env.unwrapped)))
+        return Observation(messages=({"role": "user", "content": text},), anchor=self._anchor(),
+                           info=Info(available_actions=ACTIONS, extras={"mission": obs["mission"], "level": level}))
+
+    async def step(self, action: Action) -> StepResult:
+        if self._env is None or self._done:
+            raise RolloutlabError(f"{ID}: step() called {'before reset()' if self._env is None else 'after the episode ended'}")
+        name = " ".join(action.lower().split()) if isinstance(action, str) else ""
+        if name not in ACTIONS:
+            return StepResult(
+                messages=({"role": "user", "content": f"invalid action; choose one of: {', '.join(ACTIONS)}"},),
+                reward=0.0, terminated=False, truncated=False, anchor=self._anchor(),
+                info=Info(action_valid=False, available_actions=ACTIONS),
+            )
+        _, reward, terminated, truncated, _ = self._env.step(ACTIONS.index(name))
+        self._done = bool(terminated or truncated)
+        success = bool(terminated and reward > 0)
+        return StepResult(
+            messages=({"role": "user", "content": "\n".join(describe(self._env.unwrapped))},),
+            reward=float(reward),
+            terminated=bool(terminated),
+            truncated=bool(truncated) and not terminated,
+            stop_reason=("success" if success else "failed") if terminated else "max_steps" if truncated else None,
+            anchor=self._anchor(),
+            info=Info(
+                action_valid=True,
+                available_actions=None if self._done else ACTIONS,
+                success=success if self._done else None,
+                score=float(reward) if self._done else None,
+                metrics={"minigrid_steps": float(self._env.unwrapped.step_count)},
+            ),
+        )
+
+    async def close(self) -> None:
+        for env in self._levels.values():
+            env.close()
+        self._levels.clear()
+        self._env = None
