@@ -235,7 +235,11 @@ def test_folder_of_logs_is_one_run(samples: Path, tmp_path: Path, ingest_one) ->
     (d / "logs.json").write_text('{"popularity.json": {"eval": {}}}')  # Inspect's listing: not a log
     report, st = ingest_one(d)
     assert report.sources[0].parts_read == 3
-    assert st.sql("SELECT run_id, model, status FROM runs").fetchall() == [("logs", None, "aborted")]
+    # logs of two models: each trajectory keeps its model, the run says it is mixed
+    assert st.sql("SELECT run_id, model, status FROM runs").fetchall() == [("logs", "mixed (2)", "aborted")]
+    models = st.sql("SELECT model, count(*) FROM trajectories GROUP BY model ORDER BY model").fetchall()
+    assert len(models) == 2 and sum(n for _, n in models) == 5 and all(m for m, _ in models)
+    assert any("2 models" in w for w in report.sources[0].warnings)
     assert st.sql("SELECT count(*), count(DISTINCT group_id), count(DISTINCT task_id) FROM trajectories").fetchall() == [(5, 5, 4)]
     ids = [r[0] for r in st.sql("SELECT traj_id FROM trajectories ORDER BY traj_id").fetchall()]
     assert ids[0] == "browser.json/1_epoch_1" and "log_read_sample.eval/1_epoch_1" in ids

@@ -287,3 +287,24 @@ def test_folder_of_data_subfolders_is_detected(samples: Path, tmp_path: Path, in
     assert detect_format(tmp_path / "gym").name == "nemo_gym"
     report, _ = ingest_one(tmp_path / "gym")
     assert report.sources[0].parts_read == 2
+
+
+# -- the model of each trajectory (item 4) -----------------------------------------------
+
+def test_folder_of_three_models_keeps_each_and_says_mixed(tmp_path: Path, ingest_one) -> None:
+    d = tmp_path / "models"
+    d.mkdir()
+    for m in ("model-a", "model-b", "model-c"):
+        _write(d / f"{m}.jsonl", [_line(response={"model": m, "output": []}) for _ in range(2)])
+    report, st = ingest_one(d)
+    assert st.sql("SELECT model, count(*) FROM trajectories GROUP BY model ORDER BY model").fetchall() == [
+        ("model-a", 2), ("model-b", 2), ("model-c", 2)]
+    assert st.sql("SELECT model FROM runs").fetchall() == [("mixed (3)",)]
+    assert any("3 models" in w and "model-a, model-b, model-c" in w for w in report.sources[0].warnings)
+
+
+def test_one_model_is_the_run_model_without_warning(samples: Path, ingest_one) -> None:
+    report, st = ingest_one(_src(samples, "blackjack"))
+    assert st.sql("SELECT DISTINCT model FROM trajectories").fetchall() == [("Qwen/Qwen3-4B-Instruct-2507",)]
+    assert st.sql("SELECT model FROM runs").fetchall() == [("Qwen/Qwen3-4B-Instruct-2507",)]
+    assert not any("models" in w for w in report.sources[0].warnings)

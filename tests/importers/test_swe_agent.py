@@ -197,3 +197,14 @@ def test_demonstration_or_replay_tokens_untracked(tmp_path: Path, ingest_one) ->
     _, st = ingest_one(root)
     assert st.sql("SELECT traj_id, num_turns, response_tokens FROM trajectories ORDER BY traj_id").fetchall() == [
         ("a__a-1", 3, None), ("b__b-2", 0, 0)]
+
+
+def test_models_per_trajectory_and_mixed_run(tmp_path: Path, ingest_one) -> None:
+    root = _run_batch(tmp_path / "mixed", {"a__a-1": _traj("submitted", model="gpt-4o"),
+                                           "b__b-2": _traj("submitted", model="claude-3-5-sonnet"),
+                                           "c__c-3": _traj("submitted", model="gpt-4o")})
+    report, st = ingest_one(root)
+    assert st.sql("SELECT traj_id, model FROM trajectories ORDER BY traj_id").fetchall() == [
+        ("a__a-1", "gpt-4o"), ("b__b-2", "claude-3-5-sonnet"), ("c__c-3", "gpt-4o")]
+    assert st.sql("SELECT model FROM runs").fetchall() == [("mixed (2)",)]
+    assert any("2 models" in w for w in report.sources[0].warnings)

@@ -135,7 +135,10 @@ def test_folder_is_one_run(tmp_path: Path, ingest_one) -> None:
     report, st = ingest_one(d)
     assert report.sources[0].parts_read == 2
     assert st.sql("SELECT count(*), count(DISTINCT group_id) FROM trajectories").fetchall() == [(7, 4)]
-    assert st.sql("SELECT model, algorithm FROM runs").fetchall() == [(None, None)]  # two models, two strategies
+    # two models, two strategies: the models are kept per trajectory, the run says "mixed"
+    assert st.sql("SELECT model, algorithm FROM runs").fetchall() == [("mixed (2)", None)]
+    assert st.sql("SELECT model, count(*) FROM trajectories GROUP BY model ORDER BY model").fetchall() == [
+        ("claude", 2), ("gpt-4o", 5)]
 
 
 def test_missing_traj_names_file_and_line(tmp_path: Path, ingest_one) -> None:

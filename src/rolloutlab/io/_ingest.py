@@ -193,11 +193,13 @@ def _ingest_source(
                 "max_step": {sp: max(s for p, s in res.steps if p == sp) for sp, _ in res.steps},
                 "exclusive_steps": part.exclusive_steps,
                 "rejects": len(res.rejects),
+                "models": res.models,
             }
             rep.parts_read += 1
             rep.rejects += len(res.rejects)
             for k in rep.counts:
                 rep.counts[k] += res.counts[k]
+        _derive_model(run_id, run, entry, ctx)
         if progress:
             progress(f"{importer.name}: done", len(parts), len(parts))
         rep.warnings = ctx.warnings
@@ -205,6 +207,21 @@ def _ingest_source(
     finally:
         if tmp_root is not None:
             remove_tree(tmp_root)
+
+
+def _derive_model(run_id: str, run: dict[str, Any], entry: dict[str, Any], ctx: ReadContext) -> None:
+    """The run's model from its trajectories' own (a folder, or sources merged by
+    ``--name``, may hold several): the one model, or ``mixed (N)`` with a warning naming
+    them — each trajectory keeps its own in ``trajectories.model``.  When no trajectory
+    names a model, the run-level model the artifacts gave stays."""
+    models = sorted({m for p in entry["parts"].values() for m in p.get("models") or []})
+    if len(models) == 1:
+        run["model"] = models[0]
+    elif models:
+        run["model"] = f"mixed ({len(models)})"
+        shown = ", ".join(models[:10]) + (f", … ({len(models) - 10} more)" if len(models) > 10 else "")
+        ctx.warn(f"run {run_id!r} holds trajectories of {len(models)} models ({shown}): its model reads "
+                 f"'mixed ({len(models)})'; each trajectory keeps its own (trajectories.model)")
 
 
 def _checked_info(info: RunInfo, src: Path) -> RunInfo:
@@ -232,6 +249,7 @@ class _PartResult:
     rejects: list[Any] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     pending: tuple[str, int] | None = None
+    models: list[str] = field(default_factory=list)
 
 
 @contextlib.contextmanager
@@ -282,6 +300,7 @@ def _read_one(importer: Importer, part: Part, run_id: str, staging: Path, stem: 
         sink.abort()
         raise
     res.files, res.counts, res.steps = dict(sink.files), dict(sink.counts), set(sink.steps)
+    res.models = sorted(sink.models)
     res.rejects, res.warnings = ctx.rejects, ctx.warnings
     return res
 

@@ -172,6 +172,8 @@ class PartSink:
         self.counts: dict[str, int] = {"trajectories": 0, "turns": 0, "texts": 0, "metrics": 0}
         self.steps: set[tuple[str, int]] = set()
         self.traj_ids: set[str] = set()
+        self.models: set[str] = set()
+        """The distinct models of the trajectories written (the run's model is derived from them)."""
         self._cols: dict[str, dict[str, list[Any]]] = {
             "trajectories": {c: [] for c in _TRAJ_NUM},
             "turns": {c: [] for c in _TURN_NUM},
@@ -210,6 +212,7 @@ class PartSink:
         sample_idx: int | None = None,
         task_id: str | None = None,
         data_source: str | None = None,
+        model: str | None = None,
         prompt: str | Sequence[Any] | None = None,
         response: str | None = None,
         reward: Any = None,
@@ -281,6 +284,9 @@ class PartSink:
         c["traj_id"].append(traj_id)
         c["task_id"].append(task_id)
         c["data_source"].append(data_source)
+        c["model"].append(model)
+        if model is not None:
+            self.models.add(model)
         c["reward"].append(r)
         c["reward_components"].append(comps)
         c["success"].append(success)
@@ -310,7 +316,7 @@ class PartSink:
 
         The fast path for dump formats with one trajectory per line (verl): the same
         checks as :meth:`add_trajectory`, done per column.  ``columns`` holds any of
-        ``traj_id, step, split, group_id, sample_idx, task_id, data_source, prompt,
+        ``traj_id, step, split, group_id, sample_idx, task_id, data_source, model, prompt,
         response, reward, success``, and ``reward_components`` / ``extras`` (one dict
         per row); ``lines`` the source line of each row, so that an error still names its
         line.  ``turns`` maps a row index to its turns; a row without an entry is one
@@ -372,8 +378,9 @@ class PartSink:
         c["split"].extend(splits)
         c["step"].extend(steps)
         turns = turns or {}
-        for name in ("group_id", "sample_idx", "task_id", "data_source", "success"):
+        for name in ("group_id", "sample_idx", "task_id", "data_source", "model", "success"):
             c[name].extend(columns.get(name, none))
+        self.models.update(m for m in columns.get("model", ()) if m is not None)
         c["num_turns"].extend([len(turns[i]) if i in turns else 1 for i in range(n)])
         c["traj_id"].extend(ids)
         c["reward"].extend(rewards)

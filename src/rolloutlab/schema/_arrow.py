@@ -48,6 +48,7 @@ TRAJECTORIES = pa.schema(
         ("traj_id", pa.string()),
         ("task_id", pa.string()),
         ("data_source", pa.string()),
+        ("model", pa.string()),  # the model that produced it, when the artifacts say
         ("reward", pa.float64()),
         ("reward_components", pa.map_(pa.string(), pa.float64())),
         ("success", pa.bool_()),

@@ -74,6 +74,7 @@ class Trajectory(_Record):
     sample_idx: int | None = Field(None, ge=0)
     task_id: str | None = None
     data_source: str | None = None
+    model: str | None = Field(None, description="The model that produced it, when known (one run may mix models).")
     prompt: str | list[dict[str, Any]] | None = Field(None, description="Text, or chat messages.")
     response: str | None = None
     reward: float | None = Field(None, description="Final reward; null when ungraded.")

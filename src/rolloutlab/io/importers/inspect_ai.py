@@ -265,7 +265,7 @@ class _Converter:
         if not isinstance(task, str):
             raise InputError("the log's eval has no 'task' name", path=path)
         self.task = task
-        self.model = ev.get("model")
+        self.model = ev.get("model") if isinstance(ev.get("model"), str) else None
         self.key = key
         self.sink = sink
         self.path = path
@@ -358,6 +358,7 @@ class _Converter:
             sample_idx=epoch - 1 if epoch >= 1 else None,
             task_id=f"{self.task}/{sid}",
             data_source=self.task,
+            model=self.model,
             prompt=chat.prompt or None,
             response=response,
             reward=reward,

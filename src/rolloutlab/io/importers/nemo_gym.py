@@ -236,6 +236,7 @@ def _rollout(rec: Any, lineno: int, key: str, counts: dict[str, int], sink: Part
         sample_idx=sample_idx,
         task_id=task_id,
         data_source=agent.get("name") if isinstance(agent, dict) and isinstance(agent.get("name"), str) else None,
+        model=response["model"] if isinstance(response.get("model"), str) else None,
         prompt=prompt,
         response=chat.response,
         reward=reward,

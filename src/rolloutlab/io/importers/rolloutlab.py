@@ -99,7 +99,7 @@ def add_trajectory(sink: PartSink, t: Trajectory, *, split: str | None = None, s
         step=t.step if step is None else step,
         split=split or t.split,
         group_id=t.group_id, sample_idx=t.sample_idx, task_id=t.task_id, data_source=t.data_source,
-        prompt=t.prompt, response=t.response, reward=t.reward, reward_components=t.reward_components,
+        model=t.model, prompt=t.prompt, response=t.response, reward=t.reward, reward_components=t.reward_components,
         success=t.success, graded=t.graded, termination=t.termination, error=t.error,
         num_turns=t.num_turns, prompt_tokens=t.prompt_tokens, response_tokens=t.response_tokens,
         tool_calls=t.tool_calls, invalid_actions=t.invalid_actions, extras=t.extras, turns=turns,

@@ -259,6 +259,7 @@ def _trajectory(data: Any, iid: str, grades: dict[str, tuple[float | None, str]]
         group_id=iid,
         sample_idx=0,
         task_id=iid,
+        model=_model_of(data),
         prompt=prompt or None,
         response=submission if isinstance(submission, str) else None,
         reward=reward,

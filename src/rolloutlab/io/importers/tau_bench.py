@@ -111,14 +111,16 @@ class TauBenchImporter(Importer):
     def read(self, part: Part, sink: PartSink, ctx: ReadContext) -> None:
         path = part.paths[0]
         doc = JsonDoc(path)
+        m = _RUN_FILE.match(default_name(path))
+        model = m.group("model") if m else None
         if not isinstance(doc.value, list):
             raise InputError(f"expected a JSON array of τ-bench results, got {type(doc.value).__name__}", path=path)
         for i, rec in enumerate(doc.value):
             with ctx.record(path, None, rec), doc.locate(None, i):
-                _result(rec, part.key, sink)
+                _result(rec, part.key, model, sink)
 
 
-def _result(rec: Any, key: str, sink: PartSink) -> None:
+def _result(rec: Any, key: str, model: str | None, sink: PartSink) -> None:
     task_id = require(rec, "task_id", (int, str))
     reward = require(rec, "reward", (int, float))
     traj = require(rec, "traj", list)
@@ -157,6 +159,7 @@ def _result(rec: Any, key: str, sink: PartSink) -> None:
         group_id=f"{key}:{task_id}",
         sample_idx=trial,
         task_id=str(task_id),
+        model=model,
         prompt=chat.prompt or None,
         response=chat.response,
         reward=r,
