@@ -2,6 +2,7 @@
 
 from rolloutlab.envs.builtin import (
     babyai,  # noqa: F401
+    code_search,  # noqa: F401
     guess_number,  # noqa: F401
     household,  # noqa: F401
     search_qa,  # noqa: F401
