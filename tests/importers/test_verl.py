@@ -231,3 +231,13 @@ def test_hermes_calls_stored(tmp_path: Path, ingest_one) -> None:
     assert st.sql("SELECT tool_calls FROM trajectories ORDER BY traj_id").fetchall() == [(3,), (0,)]
     calls = st.sql("SELECT tool_calls FROM texts WHERE turn_idx = 0 AND traj_id = 'train/1/1'").fetchall()[0][0]
     assert orjson.loads(calls)[0]["result"] == "Paris is the capital."
+
+
+def test_hermes_blocks_nested_unclosed_and_hostile() -> None:
+    from rolloutlab.io.importers._hermes import tool_calls_in, tool_responses_in
+
+    # an unclosed tag is no block; the scan stays linear on text full of open tags
+    assert tool_calls_in("<tool_call>" * 200_000).calls == []
+    assert tool_responses_in("<tool_response>a</tool_response> <tool_response>b") == ["a"]
+    found = tool_calls_in('<tool_call>{"name": "f", "arguments": "{\\"x\\": 1}"}</tool_call><tool_call>[1]</tool_call>')
+    assert found.calls == [{"name": "f", "arguments": '{"x": 1}'}] and found.malformed == 1

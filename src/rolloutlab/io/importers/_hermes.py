@@ -16,7 +16,6 @@ can be marked invalid.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,8 +23,21 @@ import orjson
 
 from rolloutlab.io.importers._agentlog import args_text
 
-_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
-_RESPONSE = re.compile(r"<tool_response>(.*?)</tool_response>", re.DOTALL)
+
+def _blocks(text: str, tag: str) -> list[str]:
+    """Bodies of ``<tag>…</tag>`` blocks, in one pass (a lazy regex would rescan the
+    rest of the text for every unclosed tag: quadratic on hostile text).  An unclosed
+    last tag is no block."""
+    open_, close = f"<{tag}>", f"</{tag}>"
+    out = []
+    i = text.find(open_)
+    while i >= 0:
+        j = text.find(close, i + len(open_))
+        if j < 0:
+            break
+        out.append(text[i + len(open_) : j])
+        i = text.find(open_, j + len(close))
+    return out
 
 
 @dataclass
@@ -43,7 +55,7 @@ def tool_calls_in(text: str | None) -> HermesCalls:
     out = HermesCalls()
     if not text or "<tool_call>" not in text:
         return out
-    for body in _CALL.findall(text):
+    for body in _blocks(text, "tool_call"):
         try:
             obj = orjson.loads(body.strip())
         except orjson.JSONDecodeError:
@@ -65,7 +77,7 @@ def tool_responses_in(text: str | None) -> list[str]:
     templates put inside each tag."""
     if not text or "<tool_response>" not in text:
         return []
-    return [body.strip("\n") for body in _RESPONSE.findall(text)]
+    return [body.strip("\n") for body in _blocks(text, "tool_response")]
 
 
 def has_tool_response(text: str | None) -> bool:

@@ -9,7 +9,8 @@ environment adds (``terminated``, ``truncated``, ``info``, ``similarity``, …).
 or a folder of such files, at any depth (NeMo Gym's own tree keeps them in
 ``resources_servers/<env>/data/``); the folder is one run, one part per file.  Rollout
 collection is an evaluation, not a training step: everything lands in split ``eval``
-at step 0, the run named after the file (or folder), its model ``response.model``.
+at step 0, the run named after the file (or folder).  Each trajectory's model is its
+``response.model`` (a folder may mix models: the run's model then reads ``mixed (N)``).
 
 Recovered:
 
