@@ -213,12 +213,16 @@ class StoreView:
                     if attempt:
                         raise self._unreadable(params, e) from None
                     self.refresh(force=True)
-                except duckdb.InvalidInputException as e:  # a file that is not (or no longer) Parquet
-                    raise self._unreadable(params, e) from None
+                except duckdb.Error as e:  # a file that is not (or no longer) Parquet, or a bug
+                    bad = self._unreadable(params, e)
+                    if isinstance(bad, UnreadableFile):
+                        raise bad from None
+                    raise
         raise AssertionError("unreachable")
 
     def _unreadable(self, params: list[Any], e: duckdb.Error) -> RolloutlabError:
-        """An error naming the store file(s) among ``params`` that cannot be read."""
+        """An error naming the store file(s) among ``params`` that cannot be read
+        (:class:`UnreadableFile`), else one quoting DuckDB's message."""
         files = [f for p in params if isinstance(p, list) for f in p if isinstance(f, str) and f.endswith(".parquet")]
         bad = []
         for f in files:
