@@ -146,6 +146,11 @@ BOOK_ADJ = [
 ]
 
 
+def _an(word: str) -> str:
+    """``word`` with its indefinite article."""
+    return f"{'an' if word[0] in 'aeiou' else 'a'} {word}"
+
+
 def _word(rng: random.Random, syllables: int) -> str:
     s = "".join(rng.choice(_ONSETS) + rng.choice(_VOWELS) for _ in range(syllables))
     return (s + rng.choice(_CODAS)).capitalize()
@@ -234,7 +239,7 @@ def build(seed: int = SEED) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]
         passages.append(
             (
                 p,
-                f"{p} (born {birth_year[p]}) is a {occupation[p]} born in the city "
+                f"{p} (born {birth_year[p]}) is {_an(occupation[p])} born in the city "
                 f"of {birth_city[p]}.",
             )
         )
@@ -242,7 +247,7 @@ def build(seed: int = SEED) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]
         passages.append(
             (
                 c,
-                f"{c} is a {industry[c]} company founded in {company_year[c]} by "
+                f"{c} is {_an(industry[c])} company founded in {company_year[c]} by "
                 f"{founder[c]}. Its headquarters are in {hq[c]}.",
             )
         )
@@ -250,7 +255,7 @@ def build(seed: int = SEED) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]
         passages.append(
             (
                 b,
-                f"{b} is a {genre[b]} book written by {author[b]} and first "
+                f"{b} is {_an(genre[b])} book written by {author[b]} and first "
                 f"published in {book_year[b]}.",
             )
         )
@@ -258,7 +263,7 @@ def build(seed: int = SEED) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]
         passages.append(
             (
                 f,
-                f"{f} is a {film_genre[f]} film directed by {director[f]}, "
+                f"{f} is {_an(film_genre[f])} film directed by {director[f]}, "
                 f"released in {film_year[f]}.",
             )
         )
