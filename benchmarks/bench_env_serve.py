@@ -1,0 +1,224 @@
+"""``rolloutlab env serve`` throughput on loopback, beside openenv-core's own server.
+
+Serves ``guess-number-v0`` three ways, each in its own process, one after the other, and
+drives each with the same load (``--sessions`` concurrent episodes, each guessing until the
+episode ends and then resetting, for ``--seconds``):
+
+1. rolloutlab's HTTP protocol (``POST /sessions/{id}/step``), with a minimal keep-alive
+   HTTP/1.1 client so the numbers measure the server, not the client library;
+2. rolloutlab's OpenEnv mode (``/ws`` WebSocket sessions, ``--openenv``);
+3. ``openenv-core``'s server (``create_app``) hosting the same environment through an
+   ``openenv`` ``Environment`` wrapper, same WebSocket client as (2).
+
+Prints steps/s (a step = one ``step`` call; resets not counted) and the ratios.
+Targets (issue 8): (1) ≥ 1,000 steps/s, goal 2,000; (2) faster than (3).
+
+Usage: ``python benchmarks/bench_env_serve.py [--sessions 16 --seconds 5]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import orjson
+
+ROOT = Path(__file__).resolve().parents[1]
+GUESSES = ["3", "5", "1", "7", "0", "2", "4", "6"]
+
+OPENENV_APP = '''
+import sys, asyncio
+import uvicorn
+from typing import Any
+from openenv.core.env_server.http_server import create_app
+from openenv.core.env_server.interfaces import Environment
+from openenv.core.env_server.types import Action, Observation, State
+from rolloutlab.envs import make_env
+
+class GuessAction(Action):
+    message: str
+
+class GuessObservation(Observation):
+    prompt: str = ""
+
+class GuessEnv(Environment):
+    SUPPORTS_CONCURRENT_SESSIONS = True
+    def __init__(self):
+        super().__init__()
+        self.env = make_env("guess-number-v0")
+        self._state = State(episode_id="", step_count=0)
+    async def reset_async(self, seed=None, episode_id=None, **kw):
+        obs = await self.env.reset(seed=seed)
+        return GuessObservation(prompt=obs.messages[-1]["content"], done=False, reward=None)
+    def reset(self, seed=None, episode_id=None, **kw):
+        return asyncio.run(self.reset_async(seed, episode_id))
+    async def step_async(self, action, timeout_s=None, **kw):
+        r = await self.env.step(action.message)
+        self._state.step_count += 1
+        return GuessObservation(prompt=r.messages[-1]["content"] if r.messages else "",
+                                done=r.terminated or r.truncated, reward=r.reward)
+    def step(self, action, timeout_s=None, **kw):
+        return asyncio.run(self.step_async(action))
+    @property
+    def state(self):
+        return self._state
+
+app = create_app(GuessEnv, GuessAction, GuessObservation, env_name="guess", max_concurrent_envs=1024)
+uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning", access_log=False)
+'''
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start(argv: list[str], port: int) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen([sys.executable, *argv], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{argv} exited: {proc.stderr.read().decode() if proc.stderr else ''}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    proc.kill()
+    raise TimeoutError(f"{argv} did not start")
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+class KeepAlive:
+    """A minimal HTTP/1.1 client on one keep-alive connection (JSON in, JSON out)."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.r: asyncio.StreamReader
+        self.w: asyncio.StreamWriter
+
+    async def open(self) -> None:
+        self.r, self.w = await asyncio.open_connection("127.0.0.1", self.port)
+
+    async def post(self, path: str, body: object) -> object:
+        data = orjson.dumps(body)
+        self.w.write(
+            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(data)}\r\n\r\n".encode()
+            + data
+        )
+        head = await self.r.readuntil(b"\r\n\r\n")
+        status = int(head.split(b" ", 2)[1])
+        length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length"))
+        payload = orjson.loads(await self.r.readexactly(length))
+        if status >= 400:
+            raise RuntimeError(f"{path}: HTTP {status}: {payload}")
+        return payload
+
+
+async def load_http(port: int, sessions: int, seconds: float) -> int:
+    steps = 0
+    stop_at = time.perf_counter() + seconds
+
+    async def one(i: int) -> None:
+        nonlocal steps
+        c = KeepAlive(port)
+        await c.open()
+        sid = c.post("/sessions", {"env": "guess-number-v0"})
+        sid_v = (await sid)["session_id"]  # type: ignore[index]
+        k = 0
+        while time.perf_counter() < stop_at:
+            await c.post(f"/sessions/{sid_v}/reset", {"seed": k})
+            for g in GUESSES:
+                r = await c.post(f"/sessions/{sid_v}/step", {"action": g})
+                steps += 1
+                if r["terminated"] or r["truncated"]:  # type: ignore[index]
+                    break
+            k += 1
+        c.w.close()
+
+    await asyncio.gather(*(one(i) for i in range(sessions)))
+    return steps
+
+
+async def load_ws(port: int, sessions: int, seconds: float) -> int:
+    from websockets.asyncio.client import connect
+
+    steps = 0
+    stop_at = time.perf_counter() + seconds
+
+    async def one(i: int) -> None:
+        nonlocal steps
+        async with connect(f"ws://127.0.0.1:{port}/ws", open_timeout=60, ping_interval=None) as ws:
+            k = 0
+            while time.perf_counter() < stop_at:
+                await ws.send(orjson.dumps({"type": "reset", "data": {"seed": k}}).decode())
+                await ws.recv()
+                for g in GUESSES:
+                    await ws.send(orjson.dumps({"type": "step", "data": {"message": g}}).decode())
+                    reply = orjson.loads(await ws.recv())
+                    if reply["type"] == "error":
+                        raise RuntimeError(reply)
+                    steps += 1
+                    if reply["data"]["done"]:
+                        break
+                k += 1
+            await ws.send(orjson.dumps({"type": "close"}).decode())
+
+    await asyncio.gather(*(one(i) for i in range(sessions)))
+    return steps
+
+
+def measure(argv: list[str], port: int, loader: str, sessions: int, seconds: float) -> float:
+    proc = start(argv, port)
+    try:
+        fn = load_http if loader == "http" else load_ws
+        asyncio.run(fn(port, sessions, min(1.0, seconds)))  # warm-up
+        t = time.perf_counter()
+        n = asyncio.run(fn(port, sessions, seconds))
+        return n / (time.perf_counter() - t)
+    finally:
+        stop(proc)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sessions", type=int, default=16)
+    ap.add_argument("--seconds", type=float, default=5.0)
+    args = ap.parse_args()
+    cli = ["-m", "rolloutlab", "env", "serve", "guess-number-v0", "--max-sessions", "4096"]
+    p1, p2, p3 = free_port(), free_port(), free_port()
+    ours = measure([*cli, "--port", str(p1)], p1, "http", args.sessions, args.seconds)
+    print(f"  rolloutlab env serve (HTTP): {ours:.0f} steps/s", flush=True)
+    ours_ws = measure([*cli, "--openenv", "--port", str(p2)], p2, "ws", args.sessions, args.seconds)
+    print(f"  rolloutlab env serve --openenv (ws): {ours_ws:.0f} steps/s", flush=True)
+    with tempfile.TemporaryDirectory() as d:
+        app = Path(d) / "openenv_app.py"
+        app.write_text(OPENENV_APP)
+        theirs = measure([str(app), str(p3)], p3, "ws", args.sessions, args.seconds)
+    print(f"guess-number-v0, {args.sessions} concurrent sessions, {args.seconds:g} s each, cores: {os.cpu_count()}")
+    print(f"  rolloutlab env serve (HTTP)        {ours:8.0f} steps/s   target ≥ 1000, goal 2000")
+    print(f"  rolloutlab env serve --openenv (ws) {ours_ws:7.0f} steps/s")
+    print(f"  openenv-core server (ws)           {theirs:8.0f} steps/s")
+    print(f"  ratio ours (ws) / openenv-core     {ours_ws / theirs:8.2f}x   (goal > 1)")
+    print(f"  ratio ours (HTTP) / openenv-core   {ours / theirs:8.2f}x")
+
+
+if __name__ == "__main__":
+    main()
