@@ -35,7 +35,7 @@ async def play(env: Env, task: str, actions: list[str]) -> list[StepResult]:
 @pytest.fixture(scope="module")
 def fakes_url() -> Any:
     port = free_port()
-    with server(["tests/envs/_remote_fakes.py", str(port), "4", "1.0"], port=port) as url:
+    with server(["tests/envs/_remote_fakes.py", str(port), "4", "5.0"], port=port) as url:
         yield url
 
 
@@ -79,13 +79,15 @@ def test_server_errors_surface_as_remote_errors(fakes_url: str) -> None:
 
 
 def test_session_cap_holds_against_a_client_that_never_closes(fakes_url: str) -> None:
-    """Cap 4, idle timeout 1 s: leaked sessions are refused, then reaped; the server lives on."""
+    """Cap 4, idle timeout 5 s: leaked sessions are refused, then reaped; the server lives on."""
     leaked = [httpx.post(f"{fakes_url}/sessions", json={"env": "count-v0"}) for _ in range(6)]
     codes = [r.status_code for r in leaked]
-    live = httpx.get(f"{fakes_url}/health").json()["sessions"]
-    assert live <= 4 and 429 in codes
-    time.sleep(1.6)
-    assert httpx.post(f"{fakes_url}/sessions", json={"env": "count-v0"}).status_code == 201
+    assert httpx.get(f"{fakes_url}/health").json()["sessions"] <= 4
+    assert 429 in codes and "cap of 4" in next(r.json()["error"] for r in leaked if r.status_code == 429)
+    deadline = time.monotonic() + 30
+    while httpx.post(f"{fakes_url}/sessions", json={"env": "count-v0"}).status_code == 429:
+        assert time.monotonic() < deadline, "idle sessions were never reaped"
+        time.sleep(0.5)
     assert httpx.get(f"{fakes_url}/health").json()["sessions"] <= 4
 
 
@@ -215,3 +217,18 @@ def test_gym_adapter() -> None:
     assert obs.messages[0]["content"] == "seed 1000007" and obs.info.available_actions == ("go",)
     assert a.info.action_valid is False and not a.terminated and a.info.success is None
     assert b.terminated and not b.truncated and b.info.success is True and b.reward == 1.0
+
+
+def test_env_serve_cli_process_passes_check_env() -> None:
+    """`rolloutlab env serve` as users run it; the conformance checker passes through HTTP."""
+    from rolloutlab.envs import check_env
+
+    port = free_port()
+    argv = ["-m", "rolloutlab", "env", "serve", "guess-number-v0", "--port", str(port), "--max-sessions", "8"]
+    with server(argv, port=port) as url:
+        report = check_env(f"rolloutlab@{url}", episodes=2)
+        assert report.ok, str(report)
+        spec = spec_for(f"rolloutlab@{url}")
+        assert spec.id == "guess-number-v0" and spec.max_turns == 4
+        h = httpx.get(f"{url}/health").json()
+        assert h["sessions"] == 0 and h["max_sessions"] == 8  # check_env closed every session it opened
