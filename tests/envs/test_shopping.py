@@ -318,3 +318,31 @@ def test_check_env() -> None:
 
     report = check_env(ID)
     assert report.ok, str(report)
+
+
+def test_history_only_script_baseline() -> None:
+    """The script (search the instruction, open the first result, click the named options,
+    buy) only ever takes admissible actions and earns partial to full rewards."""
+    from rolloutlab.envs.builtin.scripts import shopping
+
+    async def go() -> list[float]:
+        rewards = []
+        env = make_env(ID)
+        for t in get_env_spec(ID).tasks("test", 0)[:50]:
+            obs = await env.reset(task=t)
+            msgs: list[dict[str, Any]] = list(obs.messages)
+            for _ in range(15):
+                a = shopping(msgs)
+                msgs.append({"role": "assistant", "content": f"<action>{a}</action>"})
+                r = await env.step(a)
+                assert r.info.action_valid, (t.id, a)
+                msgs += r.messages
+                if r.terminated or r.truncated:
+                    break
+            assert r.terminated and r.stop_reason == "bought"
+            rewards.append(float(r.reward or 0.0))
+        return rewards
+
+    rewards = run(go())
+    assert all(0.0 <= x <= 1.0 for x in rewards) and sum(rewards) / len(rewards) > 0.6
+    assert 0 < sum(x == 1.0 for x in rewards) < len(rewards)  # a baseline, not an oracle
