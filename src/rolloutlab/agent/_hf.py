@@ -1,0 +1,357 @@
+"""A local Hugging Face causal LM as a token-in/token-out :class:`~rolloutlab.agent.Policy`.
+
+Many episodes run concurrently on one event loop; each calls ``generate`` for its next turn.
+:class:`HFPolicy` gathers the requests that arrive together (until a pass of the event loop
+brings no new one, or ``max_batch``) and answers them with one batched sampling loop:
+prompts left-padded, positions counted from each row's first real token, a key/value cache,
+one forward per new token for the whole batch.  This is what makes hundreds of episodes per
+training step cheap on a CPU.
+
+Sampled ids and their log-probabilities come back unchanged (token-out).  The log-probability
+is that of the distribution actually sampled from: ``log_softmax(logits / temperature)`` with
+the tokenizer's ``suppress_ids`` masked out, the same quantity the trainer recomputes
+(:func:`token_logprobs`).  Departure from vLLM: with ``top_p < 1`` the reported log-prob is
+still that of the untruncated tempered distribution (vLLM's default ``raw_logprobs`` mode
+reports it before temperature); ``temperature == 0`` is greedy and reports the untempered
+log-prob.
+
+:func:`tiny_model` builds the CPU demo's model: a randomly initialised ``Qwen2ForCausalLM``
+from a config (about 75k parameters with the 16-id guess-number vocabulary), seeded, so
+nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rolloutlab.agent._tokenizers import (
+    ByteTokenizer,
+    HFChatTokenizer,
+    WordTokenizer,
+    load_tokenizer,
+    save_tokenizer,
+)
+from rolloutlab.agent._types import ChatTokenizer, GenerateRequest, Generation
+from rolloutlab.io import RolloutlabError
+
+__all__ = ["HFPolicy", "TinyModelConfig", "save_model", "tiny_model", "token_logprobs"]
+
+
+@dataclass(frozen=True)
+class TinyModelConfig:
+    """Shape of the tiny ``Qwen2ForCausalLM`` (defaults: ~75k parameters at vocab 16)."""
+
+    hidden_size: int = 64
+    """Width of the residual stream."""
+    num_layers: int = 2
+    """Transformer blocks."""
+    num_heads: int = 4
+    """Attention heads (key/value heads: the same number)."""
+    intermediate_size: int = 128
+    """Width of the MLP."""
+    max_positions: int = 512
+    """Longest sequence (prompt + every turn) the model accepts."""
+
+
+def tiny_model(vocab_size: int, *, seed: int, shape: TinyModelConfig | None = None) -> Any:
+    """A randomly initialised ``Qwen2ForCausalLM`` built from a config, seeded with ``seed``.
+
+    Tied input/output embeddings, no dropout, eager attention (deterministic on the CPU)."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    s = shape or TinyModelConfig()
+    cfg = Qwen2Config(
+        vocab_size=vocab_size,
+        hidden_size=s.hidden_size,
+        intermediate_size=s.intermediate_size,
+        num_hidden_layers=s.num_layers,
+        num_attention_heads=s.num_heads,
+        num_key_value_heads=s.num_heads,
+        max_position_embeddings=s.max_positions,
+        tie_word_embeddings=True,
+        attention_dropout=0.0,
+        use_sliding_window=False,
+        pad_token_id=0,
+        bos_token_id=None,
+        eos_token_id=None,
+    )
+    cfg._attn_implementation = "eager"
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = Qwen2ForCausalLM(cfg)
+    return model
+
+
+def save_model(model: Any, tokenizer: ChatTokenizer, directory: str | Path) -> None:
+    """``save_pretrained`` plus the tokenizer (a tiny one as ``rolloutlab_tokenizer.json``)."""
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    target = model
+    if hasattr(target, "module"):  # DDP
+        target = target.module
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # no "Writing model shards" bar in the trainer's output
+    target.save_pretrained(str(d), safe_serialization=True)
+    if isinstance(tokenizer, WordTokenizer | ByteTokenizer):
+        save_tokenizer(tokenizer, d)
+    elif isinstance(tokenizer, HFChatTokenizer):
+        tokenizer.hf.save_pretrained(str(d))
+
+
+def _suppress_mask(tokenizer: ChatTokenizer, vocab: int, device: torch.device) -> torch.Tensor | None:
+    ids = [i for i in getattr(tokenizer, "suppress_ids", ()) if 0 <= i < vocab]
+    if not ids:
+        return None
+    m = torch.zeros(vocab, dtype=torch.bool, device=device)
+    m[ids] = True
+    return m
+
+
+def token_logprobs(
+    logits: torch.Tensor,
+    targets: torch.Tensor,
+    *,
+    temperature: float = 1.0,
+    suppress: torch.Tensor | None = None,
+    with_entropy: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Log-prob of ``targets`` under ``log_softmax(logits / temperature)`` (suppressed ids
+    masked), and optionally the entropy of that distribution.  ``logits (..., V)``,
+    ``targets (...)`` -> ``(...)``.  The one definition shared by sampler and trainer."""
+    x = logits.float()
+    if temperature > 0 and temperature != 1.0:
+        x = x / temperature
+    if suppress is not None:
+        x = x.masked_fill(suppress, float("-inf"))
+    logp = torch.log_softmax(x, dim=-1)
+    out = logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    ent = None
+    if with_entropy:
+        p = logp.exp()
+        ent = -(p * torch.where(p > 0, logp, torch.zeros_like(logp))).sum(-1)
+    return out, ent
+
+
+@dataclass
+class _Pending:
+    request: GenerateRequest
+    future: asyncio.Future[Generation]
+
+
+class HFPolicy:
+    """A local causal LM answering many concurrent episodes with batched sampling.
+
+    ``model`` is a ``transformers`` causal LM (or a PEFT-wrapped one); ``tokenizer`` a
+    :class:`ChatTokenizer`.  The trainer shares the same ``model`` object, so an update is
+    visible to the next batch; ``policy_version`` is stamped on every generation.  Sampling
+    uses its own ``torch.Generator``: :meth:`reseed` makes a training step's rollouts a pure
+    function of (seed, step), which keeps resumed runs identical to uninterrupted ones.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: ChatTokenizer,
+        *,
+        name: str = "hf",
+        seed: int = 0,
+        max_batch: int = 1024,
+        temperature_override: float | None = None,
+    ) -> None:
+        self.model = model
+        self.tokenizer: ChatTokenizer = tokenizer
+        self.name = name
+        self.max_batch = max_batch
+        self.temperature_override = temperature_override
+        self.policy_version: int | None = None
+        self.device = next(model.parameters()).device
+        vocab = int(model.get_output_embeddings().weight.shape[0])
+        self.suppress = _suppress_mask(tokenizer, vocab, self.device)
+        self.pad_id = int(getattr(tokenizer, "pad_token_id", tokenizer.eos_token_id))
+        self.generator = torch.Generator(device=self.device)
+        self.generator.manual_seed(seed)
+        self._pending: list[_Pending] = []
+        self._flusher: asyncio.Task[None] | None = None
+        self.calls = 0
+        """Batched sampling loops run (for benchmarks)."""
+        self.gen_seconds = 0.0
+        """Time spent inside the sampling loops."""
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        path: str | Path,
+        *,
+        name: str | None = None,
+        device: str = "cpu",
+        dtype: str = "auto",
+        seed: int = 0,
+        max_batch: int = 1024,
+    ) -> HFPolicy:
+        """Load a model folder (``save_pretrained`` layout; a tiny model's tokenizer is
+        ``rolloutlab_tokenizer.json``, else the folder's Hugging Face tokenizer).  Offline."""
+        p = Path(path)
+        if not p.is_dir():
+            raise RolloutlabError(f"model path {str(path)!r} is not a folder (expected a save_pretrained layout)")
+        tok = load_tokenizer(p)
+        from transformers import AutoModelForCausalLM
+
+        kw: dict[str, Any] = {"local_files_only": True}
+        if dtype != "auto":
+            kw["dtype"] = getattr(torch, dtype)
+        try:
+            model = AutoModelForCausalLM.from_pretrained(str(p), **kw)
+        except (OSError, ValueError) as e:
+            raise RolloutlabError(f"{p}: cannot load a causal LM ({e})") from None
+        model.to(device)
+        model.eval()
+        return cls(model, tok, name=name or f"hf:{p.name}", seed=seed, max_batch=max_batch)
+
+    def reseed(self, seed: int) -> None:
+        self.generator.manual_seed(seed)
+
+    async def generate(self, request: GenerateRequest) -> Generation:
+        if request.prompt_ids is None:
+            raise RolloutlabError("HFPolicy needs token ids (GenerateRequest.prompt_ids); the agent loop renders them with policy.tokenizer")
+        fut: asyncio.Future[Generation] = asyncio.get_running_loop().create_future()
+        self._pending.append(_Pending(request, fut))
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.ensure_future(self._flush())
+        return await fut
+
+    async def _flush(self) -> None:
+        # let every episode that is about to ask reach generate(): stop waiting once a pass
+        # of the event loop brings nobody new
+        # (three quiet passes: an episode's way back to generate() crosses a few awaits)
+        seen, quiet = -1, 0
+        while quiet < 3 and len(self._pending) < self.max_batch:
+            quiet = quiet + 1 if len(self._pending) == seen else 0
+            seen = len(self._pending)
+            await asyncio.sleep(0)
+        while self._pending:
+            batch, self._pending = self._pending[: self.max_batch], self._pending[self.max_batch :]
+            try:
+                gens = self.generate_batch([p.request for p in batch])
+            except Exception as e:
+                for p in batch:
+                    if not p.future.done():
+                        p.future.set_exception(e)
+                continue
+            for p, g in zip(batch, gens, strict=True):
+                if not p.future.done():
+                    p.future.set_result(g)
+
+    @torch.inference_mode()
+    def generate_batch(self, requests: Sequence[GenerateRequest]) -> list[Generation]:
+        """Sample replies for ``requests`` in one batched loop (synchronous)."""
+        import time
+
+        t0 = time.perf_counter()
+        n = len(requests)
+        prompts = [list(r.prompt_ids or ()) for r in requests]
+        if any(not p for p in prompts):
+            raise RolloutlabError("empty prompt: the chat template rendered no tokens")
+        width = max(len(p) for p in prompts)
+        dev = self.device
+        ids = torch.full((n, width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((n, width), dtype=torch.long)
+        for i, p in enumerate(prompts):
+            ids[i, width - len(p) :] = torch.tensor(p, dtype=torch.long)
+            mask[i, width - len(p) :] = 1
+        ids, mask = ids.to(dev), mask.to(dev)
+        pos = (mask.cumsum(-1) - 1).clamp(min=0)
+        temps = torch.tensor(
+            [self.temperature_override if self.temperature_override is not None else r.temperature for r in requests],
+            dtype=torch.float32,
+            device=dev,
+        )
+        greedy = temps <= 0
+        safe_t = torch.where(greedy, torch.ones_like(temps), temps).unsqueeze(-1)
+        top_p = torch.tensor([r.top_p for r in requests], dtype=torch.float32, device=dev)
+        limits = torch.tensor([max(1, r.max_tokens) for r in requests], device=dev)
+        max_new = int(limits.max())
+        limit_ctx = getattr(self.model.config, "max_position_embeddings", None)
+        if limit_ctx is not None and width + max_new > limit_ctx:
+            raise RolloutlabError(
+                f"prompt of {width} tokens + {max_new} new exceeds the model's {limit_ctx} positions; "
+                "lower rollout.max_turns or rollout.max_tokens_per_turn"
+            )
+        from transformers import DynamicCache
+
+        cache = DynamicCache()
+        out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=cache, use_cache=True)
+        logits = out.logits[:, -1, :]
+        tokens = torch.zeros((n, max_new), dtype=torch.long, device=dev)
+        logps = torch.zeros((n, max_new), dtype=torch.float32, device=dev)
+        lengths = torch.zeros(n, dtype=torch.long, device=dev)
+        done = torch.zeros(n, dtype=torch.bool, device=dev)
+        eos = int(self.tokenizer.eos_token_id)
+        last_pos = pos[:, -1]
+        for t in range(max_new):
+            x = logits.float() / safe_t
+            if self.suppress is not None:
+                x = x.masked_fill(self.suppress, float("-inf"))
+            logp_all = torch.log_softmax(x, dim=-1)
+            probs = logp_all.exp()
+            if bool((top_p < 1).any()):
+                probs = _top_p_filter(probs, top_p)
+            sampled = torch.multinomial(probs, 1, generator=self.generator).squeeze(-1)
+            tok = torch.where(greedy, logp_all.argmax(-1), sampled)
+            lp = logp_all.gather(-1, tok.unsqueeze(-1)).squeeze(-1)
+            live = ~done
+            tokens[:, t] = torch.where(live, tok, torch.full_like(tok, self.pad_id))
+            logps[:, t] = torch.where(live, lp, torch.zeros_like(lp))
+            lengths += live.long()
+            done = done | (tok == eos) | (lengths >= limits)
+            if bool(done.all()) or t == max_new - 1:
+                break
+            mask = torch.cat([mask, torch.ones((n, 1), dtype=mask.dtype, device=dev)], dim=1)
+            last_pos = last_pos + 1
+            out = self.model(
+                input_ids=tokens[:, t : t + 1],
+                attention_mask=mask,
+                position_ids=last_pos.unsqueeze(-1),
+                past_key_values=cache,
+                use_cache=True,
+            )
+            logits = out.logits[:, -1, :]
+        self.calls += 1
+        tl, ll, ln = tokens.tolist(), logps.tolist(), lengths.tolist()
+        gens: list[Generation] = []
+        for i in range(n):
+            k = ln[i]
+            ids_i = tuple(tl[i][:k])
+            finish = "stop" if k and ids_i[-1] == eos else "length"
+            gens.append(
+                Generation(
+                    text=self.tokenizer.decode(ids_i),
+                    token_ids=ids_i,
+                    logprobs=tuple(ll[i][:k]),
+                    finish_reason=finish,
+                    policy_version=self.policy_version,
+                )
+            )
+        self.gen_seconds += time.perf_counter() - t0
+        return gens
+
+    async def close(self) -> None:
+        for p in self._pending:
+            if not p.future.done():
+                p.future.cancel()
+        self._pending = []
+
+
+def _top_p_filter(probs: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
+    """Zero the tail outside each row's nucleus (the smallest set with mass >= top_p)."""
+    sp, idx = probs.sort(dim=-1, descending=True)
+    cum = sp.cumsum(-1)
+    drop = (cum - sp) >= top_p.unsqueeze(-1)
+    sp = sp.masked_fill(drop, 0.0)
+    return torch.zeros_like(probs).scatter(-1, idx, sp)

@@ -1,0 +1,111 @@
+"""Checkpoints: ``RUN_DIR/checkpoints/step_NNNNNN/``, written atomically.
+
+A checkpoint folder holds the model in the ``save_pretrained`` layout (so evaluation loads it
+with ``hf:PATH`` and no trainer), the tokenizer, and ``trainer_state.pt``: optimizer,
+scheduler, every RNG (python, numpy, torch), the task sampler's position, the horizon state
+and the step.  It is written under a temporary name and renamed when complete, so a killed
+run leaves only whole checkpoints; :func:`latest_checkpoint` ignores anything else.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from rolloutlab.agent._hf import save_model
+from rolloutlab.agent._types import ChatTokenizer
+from rolloutlab.io import RolloutlabError
+
+__all__ = ["CKPT_FMT", "checkpoint_step", "latest_checkpoint", "list_checkpoints", "load_checkpoint", "save_checkpoint"]
+
+CKPT_FMT = "step_{:06d}"
+_CKPT = re.compile(r"^step_(\d{6,})$")
+STATE_FILE = "trainer_state.pt"
+
+
+def checkpoint_step(path: Path) -> int | None:
+    m = _CKPT.match(path.name)
+    return int(m.group(1)) if m else None
+
+
+def list_checkpoints(run_dir: Path) -> list[Path]:
+    """Complete checkpoints of a run, oldest first."""
+    d = Path(run_dir) / "checkpoints"
+    if not d.is_dir():
+        return []
+    found = [p for p in d.iterdir() if p.is_dir() and checkpoint_step(p) is not None and (p / STATE_FILE).exists()]
+    return sorted(found, key=lambda p: checkpoint_step(p) or 0)
+
+
+def latest_checkpoint(run_dir: Path) -> Path | None:
+    c = list_checkpoints(run_dir)
+    return c[-1] if c else None
+
+
+def rng_state() -> dict[str, Any]:
+    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+
+
+def set_rng_state(s: dict[str, Any]) -> None:
+    random.setstate(s["python"])
+    np.random.set_state(s["numpy"])
+    torch.set_rng_state(s["torch"])
+
+
+def save_checkpoint(run_dir: Path, step: int, model: Any, tokenizer: ChatTokenizer, state: dict[str, Any]) -> Path:
+    """Write checkpoint ``step`` atomically; returns its folder."""
+    root = Path(run_dir) / "checkpoints"
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / CKPT_FMT.format(step)
+    tmp = root / f".{final.name}.tmp{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    try:
+        save_model(model, tokenizer, tmp)
+        torch.save({**state, "rng": rng_state(), "step": step}, tmp / STATE_FILE)
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+    except OSError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise RolloutlabError(
+            f"could not write checkpoint {final}: {e.strerror or e}; earlier checkpoints are intact "
+            "(free space, then continue with rolloutlab train --resume RUN_DIR)"
+        ) from None
+    return final
+
+
+def load_checkpoint(path: Path, model: Any) -> dict[str, Any]:
+    """Load the weights of checkpoint ``path`` into ``model``; returns the trainer state
+    (RNGs already restored)."""
+    from safetensors.torch import load_file
+
+    target = model.module if isinstance(model, torch.nn.parallel.DistributedDataParallel) else model
+    adapter = path / "adapter_model.safetensors"
+    if adapter.exists():
+        from peft import set_peft_model_state_dict
+
+        set_peft_model_state_dict(target, load_file(str(adapter)))
+    else:
+        files = sorted(path.glob("*.safetensors"))
+        if not files:
+            raise RolloutlabError(f"{path}: checkpoint has no weights (*.safetensors)")
+        sd: dict[str, torch.Tensor] = {}
+        for f in files:
+            sd.update(load_file(str(f)))
+        missing, unexpected = target.load_state_dict(sd, strict=False)
+        tied = {k for k in missing if k.endswith("lm_head.weight")}
+        if set(missing) - tied or unexpected:
+            raise RolloutlabError(f"{path}: weights do not fit the model (missing {sorted(set(missing) - tied)[:5]}, unexpected {list(unexpected)[:5]})")
+        if tied and hasattr(target, "tie_weights"):
+            target.tie_weights()
+    state: dict[str, Any] = torch.load(path / STATE_FILE, weights_only=False)
+    set_rng_state(state["rng"])
+    return state

@@ -1,0 +1,173 @@
+"""``rolloutlab demo``: train the tiny policy on guess-number, evaluate, ingest, analyse, report.
+
+Everything lands under one folder::
+
+    DIR/run/                 the training run (run.json, metrics.jsonl, rollouts/, checkpoints/,
+                             eval/<checkpoint>/{episodes.jsonl, summary.json})
+    DIR/store/               the store the run was ingested into
+    DIR/report.html          the self-contained report
+    DIR/figures/*.png        its figures
+
+Checkpoints are evaluated without the trainer: each is loaded from its folder like any
+``hf:PATH`` model, on the test split, the initial model as step 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rolloutlab.io import RolloutlabError, RunWriter, read_run
+from rolloutlab.schema import EvalSummary
+from rolloutlab.train._checkpoint import checkpoint_step, list_checkpoints
+from rolloutlab.train._config import TrainConfig, load_config
+
+__all__ = ["DemoResult", "evaluate_checkpoints", "run_demo"]
+
+
+@dataclass
+class DemoResult:
+    out: Path
+    run_dir: Path
+    store: Path
+    report: Path | None
+    figures: list[Path]
+    evals: list[EvalSummary]
+    train_seconds: float
+    total_seconds: float
+    run_id: str
+    notes: list[str] = field(default_factory=list)
+
+
+def evaluate_checkpoints(
+    run_dir: Path,
+    cfg: TrainConfig,
+    *,
+    episodes: int = 128,
+    samples: int = 2,
+    split: str = "test",
+    seed: int = 0,
+    on_done: Callable[[EvalSummary], None] | None = None,
+) -> list[EvalSummary]:
+    """Evaluate every checkpoint of ``run_dir`` on ``split`` (``episodes`` tasks × ``samples``)
+    with the policy loaded from the checkpoint folder alone; writes ``eval/<checkpoint>/``."""
+    from rolloutlab.agent._hf import HFPolicy
+    from rolloutlab.agent._loop import EpisodeJob, LoopConfig, run_episodes
+    from rolloutlab.envs import get_env_spec
+    from rolloutlab.evaluate import episode_seed, summarize
+
+    spec = get_env_spec(cfg.env.id)
+    tasks = list(spec.tasks(split, seed))[:episodes]
+    loop = LoopConfig(
+        max_turns=cfg.rollout.max_turns or spec.max_turns, max_tokens_per_turn=cfg.rollout.max_tokens_per_turn,
+        temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p, split="eval",
+    )
+    writer = RunWriter(run_dir, read_run(run_dir))
+    kwargs = dict(cfg.env.kwargs)
+    out: list[EvalSummary] = []
+    ks = tuple(k for k in (1, 2, 4, 8, 16) if k <= samples)
+    try:
+        for ck in list_checkpoints(run_dir):
+            step = checkpoint_step(ck) or 0
+            policy = HFPolicy.from_pretrained(ck, seed=seed, name=f"hf:{ck.name}")
+            jobs = [
+                EpisodeJob(
+                    env_factory=lambda: spec.make(**kwargs), task=t, seed=episode_seed(seed, t.id, k), step=step,
+                    traj_id=f"{t.id}#{k}", group_id=t.id, sample_idx=k,
+                )
+                for t in tasks
+                for k in range(samples)
+            ]
+            eps = asyncio.run(run_episodes(jobs, policy, config=loop, concurrency=len(jobs)))
+            trajs = [e.trajectory for e in eps]
+            summary = summarize(ck.name, step, trajs, ks, env=cfg.env.id, policy=f"hf:{ck.name}", split=split, samples=samples)
+            writer.write_eval(ck.name, trajs, summary)
+            out.append(summary)
+            if on_done is not None:
+                on_done(summary)
+    finally:
+        writer.close(status=writer.run.status if writer.run.status != "running" else "finished")
+    return out
+
+
+def run_demo(
+    out: Path,
+    *,
+    quick: bool = False,
+    overrides: Sequence[str] = (),
+    report: bool = True,
+    echo: Callable[[str], None] = print,
+    progress: bool = True,
+) -> DemoResult:
+    """The whole demo (see the module docstring); ``quick`` trains fewer steps."""
+    from rolloutlab.train._loop import Trainer
+
+    t_all = time.perf_counter()
+    ovs = list(overrides)
+    if quick:
+        ovs = ["trainer.total_steps=60", "trainer.save_every=20", *ovs]
+    cfg = load_config("demo", ovs)
+    out = Path(out)
+    run_dir = out / "run"
+    if run_dir.exists() and any(run_dir.iterdir()):
+        raise RolloutlabError(f"{run_dir} is not empty: choose another --out or remove it")
+    out.mkdir(parents=True, exist_ok=True)
+    echo(f"training the tiny policy ({cfg.model.hidden_size}-wide Qwen2, {cfg.batch_size} episodes a step, "
+         f"{cfg.trainer.total_steps} steps, {cfg.algorithm.adv_estimator}) on {cfg.env.id} ...")
+    t0 = time.perf_counter()
+    trainer = Trainer(cfg, run_dir, progress=progress)
+    trainer.save()  # the initial model, evaluated as step 0
+    res = trainer.run()
+    train_s = time.perf_counter() - t0
+    hist = res.history
+    if hist:
+        first, last = hist[0].get("success/rate"), hist[-1].get("success/rate")
+        echo(f"trained {res.last_step} steps in {train_s:.1f} s; training success {first:.2f} -> {last:.2f}"
+             if first is not None and last is not None else f"trained {res.last_step} steps in {train_s:.1f} s")
+    echo("evaluating each checkpoint on the test split (no trainer: loaded from its folder) ...")
+    evals = evaluate_checkpoints(run_dir, cfg, on_done=lambda s: echo(f"  {s.checkpoint}: success {s.success_rate:.3f}"))
+    from rolloutlab.io import ingest
+
+    store = out / "store"
+    rep = ingest([run_dir], store, name="demo", labels={"estimator": cfg.algorithm.adv_estimator})
+    run_id = rep.sources[0].run_id if rep.sources else "demo"
+    notes: list[str] = []
+    report_path: Path | None = None
+    figures: list[Path] = []
+    try:
+        from rolloutlab.analysis import analyze_run
+        from rolloutlab.io import open_store
+
+        st = open_store(store)
+        analysis = analyze_run(st, run_id)
+        _print_findings(analysis, echo)
+    except Exception as e:  # the demo still reports what it has
+        notes.append(f"analysis failed: {type(e).__name__}: {e}")
+    if report:
+        try:
+            from rolloutlab.io import open_store
+            from rolloutlab.report import ReportConfig, build_report, load_report_run, write_report
+
+            st = open_store(store)
+            conf = ReportConfig()
+            rr = load_report_run(st, run_id, conf)
+            rep_obj = build_report([rr], conf)
+            report_path = out / "report.html"
+            figures = write_report(rep_obj, report_path, png_dir=out / "figures")
+        except Exception as e:
+            notes.append(f"report not written: {type(e).__name__}: {e}")
+    return DemoResult(
+        out=out, run_dir=run_dir, store=store, report=report_path, figures=figures, evals=evals,
+        train_seconds=train_s, total_seconds=time.perf_counter() - t_all, run_id=run_id, notes=notes,
+    )
+
+
+def _print_findings(analysis: Any, echo: Callable[[str], None]) -> None:
+    findings = getattr(analysis, "findings", None) or []
+    for f in list(findings)[:5]:
+        text = getattr(f, "title", None) or getattr(f, "message", None) or str(f)
+        echo(f"  finding: {str(text)[:110]}")

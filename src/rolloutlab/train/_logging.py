@@ -1,0 +1,75 @@
+"""Metric sinks besides ``metrics.jsonl``: TensorBoard, Weights & Biases, or nothing.
+
+``metrics.jsonl`` is written by :class:`rolloutlab.io.RunWriter`; the sinks here are
+optional mirrors, chosen from ``TrainConfig.logging`` and what is installed.  A sink that
+is off or not installed is the :class:`NullLogger`.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Protocol
+
+__all__ = ["MetricLogger", "NullLogger", "make_loggers"]
+
+
+class MetricLogger(Protocol):
+    def log(self, step: int, metrics: dict[str, float | None]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class NullLogger:
+    """Logs nothing."""
+
+    def log(self, step: int, metrics: dict[str, float | None]) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+class _TensorBoard:
+    def __init__(self, path: Path) -> None:
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.w = SummaryWriter(str(path))
+
+    def log(self, step: int, metrics: dict[str, float | None]) -> None:
+        for k, v in metrics.items():
+            if v is not None and math.isfinite(v):
+                self.w.add_scalar(k, v, step)
+        self.w.flush()
+
+    def close(self) -> None:
+        self.w.close()
+
+
+class _WandB:
+    def __init__(self, name: str, config: dict[str, Any], resume_id: str | None) -> None:
+        import wandb
+
+        self.run = wandb.init(name=name, config=config, id=resume_id, resume="allow" if resume_id else None)
+
+    def log(self, step: int, metrics: dict[str, float | None]) -> None:
+        self.run.log({k: v for k, v in metrics.items() if v is not None}, step=step)
+
+    def close(self) -> None:
+        self.run.finish()
+
+
+def make_loggers(run_dir: Path, *, tensorboard: bool, wandb: bool, name: str, config: dict[str, Any], run_id: str) -> list[MetricLogger]:
+    """The sinks that are asked for and installed (an empty list logs nothing)."""
+    out: list[MetricLogger] = []
+    if tensorboard:
+        try:
+            out.append(_TensorBoard(run_dir / "tensorboard"))
+        except ImportError:
+            pass
+    if wandb:
+        try:
+            out.append(_WandB(name, config, run_id))
+        except ImportError:
+            pass
+    return out

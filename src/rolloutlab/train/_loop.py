@@ -1,0 +1,536 @@
+"""The training loop, top to bottom: collect → rewards → advantages → update → log → checkpoint.
+
+Each step ``s`` (counted from 1):
+
+1. **Horizon.** ``max_rounds = max_rounds_at(s, rounds, steps_scaling_inter)``
+   (ScalingInter-RL, :func:`rolloutlab.algos.max_rounds_at`) or the fixed cap: a pure
+   function of ``s``, logged as ``max_rounds``.
+2. **Collect.** Draw ``tasks_per_step`` tasks (:class:`TaskSampler`); run ``n`` episodes of
+   each through the agent loop (:func:`rolloutlab.agent.run_episode`) with the policy at
+   version ``s - 1``.  The sampler is reseeded from ``(seed, s)`` so the rollouts of a step do
+   not depend on how the run got there (exact resume).
+3. **Failures.** A group with an ungraded episode is rerun whole with fresh environments
+   (``on_failure=retry``, up to ``max_retries``) or dropped (``drop``); an ungraded episode
+   is never scored 0.  Counted in ``rollout/retried_groups`` / ``rollout/dropped_groups``.
+4. **Dynamic sampling** (DAPO, optional). Groups whose rewards are all equal are set aside
+   and more tasks are collected until ``tasks_per_step`` informative groups exist (at most
+   ``max_refills`` extra rounds).
+5. **Advantages** from :mod:`rolloutlab.algos` (KL-in-reward first subtracts
+   ``kl_coef * sum KL`` from each episode's reward).
+6. **Update** (:class:`Updater`): PPO-clip over the sampled tokens, trainer log-probs
+   recomputed, sampler/trainer KL logged.
+7. **Log** ``metrics.jsonl`` (names in ``docs/training.md``), progress bar, TensorBoard.
+8. **Write** every episode of the step (trained on or not) to ``rollouts/step_NNNNNN.jsonl``
+   atomically; dropped ones carry ``extras.dropped``.
+9. **Checkpoint** every ``save_every`` steps and at the last step.
+
+Departures from the papers: GRPO/DAPO's per-step schedule is one optimizer step per training
+step by default (verl's ``ppo_mini_batch_size = train_batch_size``); dynamic sampling keeps
+at most ``max_refills`` extra rounds and then trains on what it has (DAPO generates until
+full); the ScalingInter cap follows the step alone (see ``max_rounds_at``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import shutil
+import time
+import uuid
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+import torch
+
+from rolloutlab import algos
+from rolloutlab.agent import Episode
+from rolloutlab.envs import EnvSpec, Task, get_env_spec
+from rolloutlab.io import RolloutlabError, RunWriter, read_run
+from rolloutlab.schema import Run, Trajectory
+from rolloutlab.train._checkpoint import latest_checkpoint, list_checkpoints, load_checkpoint, save_checkpoint
+from rolloutlab.train._config import ConfigError, TrainConfig
+from rolloutlab.train._data import Group, TaskSampler, compute_advantages, zero_variance
+from rolloutlab.train._logging import MetricLogger, make_loggers
+from rolloutlab.train._update import Updater
+
+__all__ = ["TrainResult", "Trainer", "horizon_at", "train"]
+
+
+def horizon_at(cfg: TrainConfig, step: int, env_max_turns: int) -> int:
+    """The turn cap in force at ``step`` (pure function of the step)."""
+    rc = cfg.rollout.rounds_ctrl
+    if rc.type == "scaling_inter_stepwise":
+        return algos.max_rounds_at(step, rc.rounds, rc.steps_scaling_inter)
+    if rc.rounds:
+        return int(rc.rounds[0])
+    return int(cfg.rollout.max_turns or env_max_turns)
+
+
+def _seed(*parts: object) -> int:
+    return zlib.crc32("/".join(map(str, parts)).encode()) & 0x7FFFFFFF
+
+
+@dataclass
+class TrainResult:
+    """What a finished (or stopped) run left behind."""
+
+    run_dir: Path
+    last_step: int
+    checkpoints: list[Path]
+    history: list[dict[str, float | None]] = field(default_factory=list)
+    """The metrics of the steps run in this call."""
+
+
+class Trainer:
+    """One training run in ``run_dir`` (see the module docstring for the step)."""
+
+    def __init__(self, cfg: TrainConfig, run_dir: str | Path, *, resume: bool = False, progress: bool | None = None) -> None:
+        self.cfg = cfg
+        self.run_dir = Path(run_dir)
+        self.show_progress = cfg.logging.progress if progress is None else progress
+        if cfg.model.device == "cpu":
+            torch.set_num_threads(max(1, cfg.trainer.threads))
+        self.distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
+        self.rank = torch.distributed.get_rank() if self.distributed else 0
+        self.world = torch.distributed.get_world_size() if self.distributed else 1
+        self.spec: EnvSpec = get_env_spec(cfg.env.id)
+        if cfg.algorithm.adv_estimator == "gigpo" and not self.spec.has_anchor:
+            raise ConfigError(
+                f"algorithm.adv_estimator=gigpo groups turns by anchor state, but {self.spec.id} gives no anchor "
+                "observations (EnvSpec.has_anchor is false); use grpo or a per-turn estimator for this environment"
+            )
+        from rolloutlab.train._model import build_model
+
+        torch.manual_seed(cfg.seed)
+        np.random.seed(cfg.seed % 2**32)
+        self.model, self.tokenizer = build_model(cfg)
+        if self.distributed:
+            from torch.nn.parallel import DistributedDataParallel
+
+            self.model = DistributedDataParallel(self.model)
+        from rolloutlab.agent._hf import HFPolicy, _suppress_mask
+
+        inner = self.model.module if self.distributed else self.model
+        vocab = int(inner.get_output_embeddings().weight.shape[0])
+        suppress = _suppress_mask(self.tokenizer, vocab, next(inner.parameters()).device)
+        self.updater = Updater(cfg, self.model, pad_id=int(getattr(self.tokenizer, "pad_token_id", 0)), suppress=suppress, distributed=self.distributed)
+        self.policy: Any
+        if cfg.rollout.backend == "local":
+            self.policy = HFPolicy(inner, self.tokenizer, name="trainer", seed=cfg.seed)
+        else:
+            from rolloutlab.train._remote import RemotePolicy
+
+            self.policy = RemotePolicy(cfg, self.tokenizer, self.run_dir)
+        if cfg.env.split not in self.spec.splits:
+            raise ConfigError(f"env.split={cfg.env.split!r}: {self.spec.id} has splits {', '.join(self.spec.splits)}")
+        tasks = list(self.spec.tasks(cfg.env.split, cfg.env.task_seed))
+        if cfg.env.max_tasks is not None:
+            tasks = tasks[: cfg.env.max_tasks]
+        self.sampler = TaskSampler(tasks, seed=cfg.seed)
+        self.step = 0
+        self.history: list[dict[str, float | None]] = []
+        self._empty_steps = 0
+        self.writer: RunWriter | None = None
+        if self.rank == 0:
+            self._open_run_dir(resume)
+        if resume:
+            self._resume()
+        self.loggers: list[MetricLogger] = []
+        if self.rank == 0:
+            assert self.writer is not None
+            self.loggers = make_loggers(
+                self.run_dir, tensorboard=cfg.logging.tensorboard, wandb=cfg.logging.wandb,
+                name=cfg.name, config=cfg.to_dict(), run_id=self.writer.run.run_id,
+            )
+
+    # ------------------------------------------------------------------- run dir
+
+    def _open_run_dir(self, resume: bool) -> None:
+        d = self.run_dir
+        if resume:
+            run = read_run(d)
+            run.status = "running"
+            self.writer = RunWriter(d, run)
+            return
+        if (d / "run.json").exists():
+            raise RolloutlabError(f"{d} already holds a run (run.json); continue it with --resume {d}, or choose another --out")
+        run = Run(
+            run_id=f"{self.cfg.name}-{uuid.uuid4().hex[:8]}",
+            name=self.cfg.name,
+            config=self.cfg.to_dict(),
+            model=self.cfg.model.path or "tiny",
+            algorithm=self.cfg.algorithm.adv_estimator,
+            env=self.cfg.env.id,
+            labels={"estimator": self.cfg.algorithm.adv_estimator, "env": self.cfg.env.id},
+        )
+        self.writer = RunWriter(d, run)
+
+    def _resume(self) -> None:
+        ck = latest_checkpoint(self.run_dir)
+        if ck is None:
+            # nothing to continue from: start over (the run dir keeps no step of a previous try)
+            self._truncate_after(0)
+            return
+        state = load_checkpoint(ck, self.model)
+        self.updater.optimizer.load_state_dict(state["optimizer"])
+        self.updater.scheduler.load_state_dict(state["scheduler"])
+        self.sampler.load_state_dict(state["sampler"])
+        self.step = int(state["step"])
+        self._empty_steps = int(state.get("empty_steps", 0))
+        if self.rank == 0:
+            self._truncate_after(self.step)
+
+    def _truncate_after(self, step: int) -> None:
+        """Forget what a killed run wrote after its last checkpoint: later step files and
+        metrics lines (the resumed run writes them again, so each step appears once)."""
+        roll = self.run_dir / "rollouts"
+        if roll.is_dir():
+            for p in roll.iterdir():
+                if p.name.startswith("."):
+                    p.unlink(missing_ok=True)  # a temporary file of an interrupted write
+                elif p.name.startswith("step_") and int(p.stem[5:]) > step:
+                    p.unlink()
+        mp = self.run_dir / "metrics.jsonl"
+        if mp.exists():
+            kept = []
+            for line in mp.read_bytes().splitlines():
+                try:
+                    rec = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    continue  # a torn last line
+                if int(rec.get("step", 0)) <= step:
+                    kept.append(line)
+            tmp = mp.with_name(".metrics.jsonl.tmp")
+            tmp.write_bytes(b"".join(x + b"\n" for x in kept))
+            os.replace(tmp, mp)
+        ck = self.run_dir / "checkpoints"
+        if ck.is_dir():
+            for p in ck.iterdir():
+                if p.name.startswith("."):
+                    shutil.rmtree(p, ignore_errors=True)
+        if self.writer is not None:
+            self.writer.run.last_step = step or None
+            self.writer.write_run()
+
+    # ------------------------------------------------------------------- collect
+
+    def _loop_config(self, max_turns: int) -> Any:
+        from rolloutlab.agent._loop import LoopConfig
+
+        r = self.cfg.rollout
+        return LoopConfig(
+            max_turns=max_turns, max_tokens_per_turn=r.max_tokens_per_turn, temperature=r.temperature,
+            parser=r.parser, invalid_action_penalty=r.invalid_action_penalty,
+            top_p=r.top_p, env_timeout_s=r.env_timeout_s, env_retries=0, policy_retries=0, split="train",
+        )
+
+    async def _run_groups(self, tasks: Sequence[Task], step: int, tag: str, loop_cfg: Any) -> list[Group]:
+        from rolloutlab.agent._loop import run_episode
+
+        cfg = self.cfg
+        sem = asyncio.Semaphore(cfg.rollout.concurrency)
+        kwargs = dict(cfg.env.kwargs)
+
+        def factory() -> Any:
+            return self.spec.make(**kwargs)
+
+        distinct_seeds = cfg.rollout.backend != "local"  # a server honours per-request seeds
+
+        async def one(task: Task, g: int, i: int) -> Episode:
+            env_seed = _seed(cfg.seed, step, tag, g, i if distinct_seeds else "")
+            async with sem:
+                return await run_episode(
+                    factory, self.policy, task, config=loop_cfg, seed=env_seed, step=step,
+                    traj_id=f"{step}-{tag}{g}-{i}", group_id=f"{step}-{tag}{g}", sample_idx=i,
+                    policy_version=step - 1,
+                )
+
+        n = cfg.rollout.n
+        eps = await asyncio.gather(*(one(t, g, i) for g, t in enumerate(tasks) for i in range(n)))
+        return [Group(task=t, episodes=list(eps[g * n : (g + 1) * n])) for g, t in enumerate(tasks)]
+
+    def collect(self, step: int, max_turns: int) -> tuple[list[Group], list[tuple[Episode, str]], dict[str, float]]:
+        """Groups to train on, episodes set aside (with the reason), and counts."""
+        cfg, a = self.cfg, self.cfg.algorithm
+        loop_cfg = self._loop_config(max_turns)
+        share = self._shard(cfg.rollout.tasks_per_step)
+        tasks = self._draw(cfg.rollout.tasks_per_step)[share]
+        groups = asyncio.run(self._run_groups(tasks, step, "g", loop_cfg))
+        m = {"rollout/retried_groups": 0.0, "rollout/dropped_groups": 0.0, "rollout/filtered_groups": 0.0, "rollout/refills": 0.0}
+        aside: list[tuple[Episode, str]] = []
+        all_eps = [e for g in groups for e in g.episodes]
+        keep = self._handle_failures(groups, step, loop_cfg, aside, m)
+        m["rollout/zero_variance_frac"] = float(np.mean([zero_variance(g) for g in keep])) if keep else math.nan
+        if a.dynamic_sampling:
+            good = [g for g in keep if not zero_variance(g)]
+            for g in keep:
+                if zero_variance(g):
+                    aside.extend((e, "zero_variance") for e in g.episodes)
+                    m["rollout/filtered_groups"] += 1
+            want = len(tasks)
+            r = 0
+            while len(good) < want and r < a.max_refills:
+                r += 1
+                extra_tasks = self._draw(cfg.rollout.tasks_per_step)[share][: max(1, want - len(good))]
+                extra = asyncio.run(self._run_groups(extra_tasks, step, f"r{r}g", loop_cfg))
+                all_eps.extend(e for g in extra for e in g.episodes)
+                extra = self._handle_failures(extra, step, loop_cfg, aside, m)
+                for g in extra:
+                    if zero_variance(g):
+                        aside.extend((e, "zero_variance") for e in g.episodes)
+                        m["rollout/filtered_groups"] += 1
+                    elif len(good) < want:
+                        good.append(g)
+                    else:
+                        aside.extend((e, "surplus") for e in g.episodes)
+            m["rollout/refills"] = float(r)
+            keep = good
+        m["rollout/ungraded_rate"] = float(np.mean([not e.trajectory.graded for e in all_eps])) if all_eps else 0.0
+        return keep, aside, m
+
+    def _draw(self, k: int) -> np.ndarray:
+        # every rank draws the same tasks and keeps its share, so the sampler stays in step
+        return np.array(self.sampler.draw(k), dtype=object)
+
+    def _shard(self, k: int) -> slice:
+        return slice(self.rank, k, self.world)
+
+    def _handle_failures(
+        self, groups: list[Group], step: int, loop_cfg: Any, aside: list[tuple[Episode, str]], m: dict[str, float]
+    ) -> list[Group]:
+        a = self.cfg.algorithm
+        keep: list[Group] = []
+        for gi, g in enumerate(groups):
+            tries = 0
+            while not g.graded and a.on_failure == "retry" and tries < a.max_retries:
+                tries += 1
+                m["rollout/retried_groups"] += 1
+                aside.extend((e, "failed_group_retried") for e in g.episodes)
+                g = asyncio.run(self._run_groups([g.task], step, f"t{tries}x{gi}-", loop_cfg))[0]
+            if g.graded:
+                keep.append(g)
+            else:
+                m["rollout/dropped_groups"] += 1
+                aside.extend((e, "failed_group_dropped") for e in g.episodes)
+        return keep
+
+    # ---------------------------------------------------------------------- step
+
+    def train_step(self) -> dict[str, float | None]:
+        cfg = self.cfg
+        step = self.step + 1
+        t_step = time.perf_counter()
+        max_turns = horizon_at(cfg, step, self.spec.max_turns)
+        if cfg.trainer.deterministic and hasattr(self.policy, "reseed"):
+            self.policy.reseed(_seed(cfg.seed, "sample", step, self.rank))
+        self.policy.policy_version = step - 1
+        gen0 = getattr(self.policy, "gen_seconds", 0.0)
+        t0 = time.perf_counter()
+        groups, aside, m = self.collect(step, max_turns)
+        rollout_s = time.perf_counter() - t0
+        gen_s = getattr(self.policy, "gen_seconds", 0.0) - gen0
+        n_eps = sum(len(g.episodes) for g in groups)
+        samples, adv_diag = compute_advantages(cfg, groups) if groups else ([], {})
+        upd: dict[str, float] = {}
+        if cfg.actor.kl_coef > 0 and cfg.actor.kl_in == "reward" and samples:
+            shift = self.updater.kl_reward_penalty(samples, n_eps)
+            samples, adv_diag = compute_advantages(cfg, groups, reward_shift=shift)
+            upd["actor/kl_in_reward"] = -float(np.mean(shift)) / cfg.actor.kl_coef
+        has_data = bool(samples) and any(any(s.loss_mask) for s in samples)
+        if self.distributed:
+            flag = torch.tensor([1.0 if has_data else 0.0])
+            torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MIN)
+            has_data = bool(flag.item())
+        if has_data:
+            upd.update(self.updater.update(samples, kl_in_reward=cfg.actor.kl_in == "reward"))
+            self._empty_steps = 0
+        else:
+            self._empty_steps += 1
+        self.step = step
+        trained = [e for g in groups for e in g.episodes]
+        metrics = self._metrics(step, trained, aside, m, adv_diag, upd, max_turns)
+        metrics["timing/rollout_s"] = rollout_s
+        metrics["timing/generation_s"] = gen_s
+        metrics["timing/env_and_loop_s"] = max(0.0, rollout_s - gen_s)
+        metrics["timing/step_s"] = time.perf_counter() - t_step
+        sampled = sum(sum(s.loss_mask) for s in samples)
+        metrics["perf/tokens_per_s"] = sampled / metrics["timing/step_s"] if metrics["timing/step_s"] > 0 else None
+        if self.rank == 0:
+            self._write_step(step, trained, aside)
+            assert self.writer is not None
+            self.writer.log_metrics(step, metrics)
+            for lg in self.loggers:
+                lg.log(step, metrics)
+        if self._empty_steps >= 3:
+            last_err = next((e.trajectory.error for e, _ in reversed(aside) if e.trajectory.error), None)
+            raise RolloutlabError(
+                f"no trainable episode for 3 steps in a row (step {step}); last episode error: {last_err or 'none'}. "
+                f"The run directory is intact up to step {step}; fix the environment, then --resume"
+            )
+        every = cfg.trainer.save_every
+        if (every and step % every == 0) or step == cfg.trainer.total_steps:
+            self.save()
+        self.history.append(metrics)
+        return metrics
+
+    def _metrics(
+        self, step: int, trained: list[Episode], aside: list[tuple[Episode, str]], m: dict[str, float],
+        adv_diag: dict[str, float], upd: dict[str, float], max_turns: int,
+    ) -> dict[str, float | None]:
+        def mean(xs: Sequence[float]) -> float | None:
+            return float(np.mean(xs)) if len(xs) else None
+
+        tr = [e.trajectory for e in trained]
+        every = tr + [e.trajectory for e, why in aside if why in ("zero_variance", "surplus")]
+        graded = [t for t in every if t.graded]
+        out: dict[str, float | None] = {
+            "reward/mean": mean([float(t.reward) for t in graded if t.reward is not None]),
+            "success/rate": mean([1.0 if t.success else 0.0 for t in graded]),
+            "episode/turns_mean": mean([float(t.num_turns or 0) for t in every]),
+            "episode/tool_calls_mean": mean([float(t.tool_calls or 0) for t in every]),
+            "episode/invalid_actions_mean": mean([float(t.invalid_actions or 0) for t in every]),
+            "response/length_mean": mean([float(t.response_tokens or 0) for t in every]),
+            "rollout/episodes": float(len(every)),
+            "rollout/trained_groups": float(len({t.group_id for t in tr})),
+            "max_rounds": float(max_turns),
+        }
+        out.update(m)
+        out.update(adv_diag)
+        out.update(upd)
+        if self.distributed:
+            keys = sorted(k for k, v in out.items() if v is not None)
+            vals = torch.tensor([float(out[k]) for k in keys], dtype=torch.float64)  # type: ignore[arg-type]
+            torch.distributed.all_reduce(vals)
+            for k, v in zip(keys, vals.tolist(), strict=True):
+                out[k] = v / self.world
+        return out
+
+    def _write_step(self, step: int, trained: list[Episode], aside: list[tuple[Episode, str]]) -> None:
+        if not self.cfg.logging.write_rollouts:
+            return
+        assert self.writer is not None
+        trajs: list[Trajectory] = [e.trajectory for e in trained]
+        for e, why in aside:
+            t = e.trajectory
+            trajs.append(t.model_copy(update={"extras": {**t.extras, "dropped": why}}))
+        try:
+            self.writer.write_step(step, trajs)
+        except OSError as e:
+            for p in (self.run_dir / "rollouts").glob(".step_*"):
+                p.unlink(missing_ok=True)
+            raise RolloutlabError(
+                f"could not write rollouts of step {step}: {e.strerror or e}. Steps before {step} and the "
+                "checkpoints are intact; free space, then rolloutlab train --resume "
+                f"{self.run_dir}"
+            ) from None
+
+    # ---------------------------------------------------------------- checkpoint
+
+    def save(self) -> Path | None:
+        if self.rank != 0:
+            return None
+        state = {
+            "optimizer": self.updater.optimizer.state_dict(),
+            "scheduler": self.updater.scheduler.state_dict(),
+            "sampler": self.sampler.state_dict(),
+            "horizon": {"max_rounds": horizon_at(self.cfg, max(1, self.step), self.spec.max_turns)},
+            "empty_steps": self._empty_steps,
+            "policy_generator": self.policy.generator.get_state() if hasattr(self.policy, "generator") else None,
+        }
+        inner = self.model.module if self.distributed else self.model
+        path = save_checkpoint(self.run_dir, self.step, inner, self.tokenizer, state)
+        keep = self.cfg.trainer.keep_checkpoints
+        if keep:
+            for old in list_checkpoints(self.run_dir)[:-keep]:
+                shutil.rmtree(old, ignore_errors=True)
+        if hasattr(self.policy, "after_save"):
+            self.policy.after_save(path)
+        return path
+
+    # ------------------------------------------------------------------------ run
+
+    def run(self, *, steps: int | None = None, on_step: Callable[[int, dict[str, float | None]], None] | None = None) -> TrainResult:
+        """Train up to ``trainer.total_steps`` (or ``steps`` more steps, whichever is first)."""
+        total = self.cfg.trainer.total_steps
+        end = total if steps is None else min(total, self.step + steps)
+        bar = _Progress(end, self.step) if (self.show_progress and self.rank == 0) else None
+        status = "aborted"
+        try:
+            while self.step < end:
+                metrics = self.train_step()
+                if bar is not None:
+                    bar.update(self.step, metrics)
+                if on_step is not None:
+                    on_step(self.step, metrics)
+            status = "finished" if self.step >= total else "running"
+        finally:
+            if bar is not None:
+                bar.close()
+            for lg in self.loggers:
+                lg.close()
+            if self.writer is not None:
+                self.writer.close(status=status)
+        return TrainResult(self.run_dir, self.step, list_checkpoints(self.run_dir), self.history)
+
+
+class _Progress:
+    """A rich progress bar with the key figures of the last step."""
+
+    def __init__(self, total: int, start: int) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.p = Progress(
+            TextColumn("train"), BarColumn(bar_width=20), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("{task.fields[figures]}"), transient=False,
+        )
+        self.p.start()
+        self.task = self.p.add_task("train", total=total, completed=start, figures="")
+
+    def update(self, step: int, m: dict[str, float | None]) -> None:
+        def f(k: str, fmt: str) -> str:
+            v = m.get(k)
+            return format(v, fmt) if v is not None and math.isfinite(v) else "-"
+
+        figures = f"succ {f('success/rate', '.2f')} rew {f('reward/mean', '.2f')} ent {f('actor/entropy', '.2f')}"
+        self.p.update(self.task, completed=step, figures=figures)
+
+    def close(self) -> None:
+        self.p.stop()
+
+
+def train(
+    cfg: TrainConfig,
+    out: str | Path,
+    *,
+    steps: int | None = None,
+    progress: bool | None = None,
+    on_step: Callable[[int, dict[str, float | None]], None] | None = None,
+) -> TrainResult:
+    """Start a run in ``out`` and train (see :class:`Trainer`)."""
+    return Trainer(cfg, out, progress=progress).run(steps=steps, on_step=on_step)
+
+
+def resume(
+    run_dir: str | Path,
+    *,
+    steps: int | None = None,
+    progress: bool | None = None,
+    overrides: Sequence[str] = (),
+) -> TrainResult:
+    """Continue the run in ``run_dir`` from its last checkpoint, with the config of its
+    ``run.json`` (``overrides`` may change e.g. ``trainer.total_steps``)."""
+    run = read_run(run_dir)
+    cfg = TrainConfig.from_dict(run.config, source=str(Path(run_dir) / "run.json"))
+    if overrides:
+        cfg = cfg.with_overrides(overrides)
+    t = Trainer(cfg, run_dir, resume=True, progress=progress)
+    if overrides and t.writer is not None:
+        t.writer.run.config = cfg.to_dict()
+        t.writer.write_run()
+    return t.run(steps=steps)

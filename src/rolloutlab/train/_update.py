@@ -1,0 +1,364 @@
+"""The policy update: collate samples, recompute log-probs, PPO-clip loss, optimizer step.
+
+One call of :meth:`Updater.update` per training step.  The step's samples are split into
+``actor.mini_batches`` mini-batches (whole groups each), each one optimizer step, repeated
+for ``actor.ppo_epochs`` passes; a mini-batch is processed in micro-batches of
+``actor.micro_batch_size`` samples whose gradients accumulate.  The reduction weights are
+computed over the whole mini-batch first (and over every data-parallel rank), so the
+gradient does not depend on how the mini-batch was cut into micro-batches.
+
+Log-probs are recomputed by the trainer.  With one optimizer step per training step (the
+default, on-policy) the "old" log-probs are the recomputed ones, detached (ratio 1 at the
+start of the step, as verl does when it can skip the old-log-prob pass); otherwise a
+no-grad pass computes them before the first update.  The sampler's log-probs serve to
+measure the sampler/trainer mismatch (logged) and, with ``actor.tis_cap``, to weight tokens
+by truncated importance sampling.
+
+**Mask check.**  The trainer trains exactly on ``loss_mask == 1`` tokens.  A token that the
+mask marks as sampled but whose sampler log-prob is exactly 0.0 (what the agent loop writes
+on observation tokens) while the trainer gives it less than ``exp(-1)`` is a masking
+mismatch between sampler and trainer: training on it stalled learning at 0.35 success
+instead of 0.99 on the tiny task.  Such a batch raises :class:`MaskMismatchError` (the
+sample and position named) unless ``actor.check_masks`` is off.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from rolloutlab.agent._hf import token_logprobs
+from rolloutlab.io import RolloutlabError
+from rolloutlab.train._config import TrainConfig
+from rolloutlab.train._data import TrainSample
+from rolloutlab.train._loss import kl_penalty, policy_loss, token_weights
+
+__all__ = ["Batch", "MaskMismatchError", "Updater", "collate", "lr_lambda"]
+
+
+class MaskMismatchError(RolloutlabError):
+    """The loss mask marks as sampled a token the sampler did not sample."""
+
+
+def lr_lambda(cfg: TrainConfig, total_updates: int) -> Any:
+    """Multiplier of the peak lr at optimizer step ``k`` (0-based): linear warm-up over
+    ``warmup_steps``, then constant, cosine or linear decay to ``min_lr_ratio``."""
+    o = cfg.optim
+    warm = o.warmup_steps
+    floor = o.min_lr_ratio
+
+    def f(k: int) -> float:
+        if warm > 0 and k < warm:
+            return (k + 1) / warm
+        if o.schedule == "constant":
+            return 1.0
+        span = max(1, total_updates - warm)
+        prog = min(1.0, (k - warm) / span)
+        if o.schedule == "cosine":
+            return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * prog))
+        return floor + (1 - floor) * (1 - prog)
+
+    return f
+
+
+@dataclass
+class Batch:
+    """Padded tensors of a list of samples (right padding); per-token arrays are aligned
+    with ``ids`` (position ``p`` holds data of token ``ids[:, p]``)."""
+
+    ids: torch.Tensor  # (B, T) long
+    attn: torch.Tensor  # (B, T) long
+    mask: torch.Tensor  # (B, T) float, 1 on sampled tokens
+    sampler_lp: torch.Tensor  # (B, T) float
+    adv: torch.Tensor  # (B, T) float
+    min_prompt: int
+
+    def __len__(self) -> int:
+        return int(self.ids.shape[0])
+
+
+def collate(samples: Sequence[TrainSample], pad_id: int, device: torch.device | str = "cpu") -> Batch:
+    """Right-padded tensors of ``samples`` (prompt + response per row)."""
+    b = len(samples)
+    lengths = [len(s.prompt_ids) + len(s.response_ids) for s in samples]
+    t = max(lengths)
+    ids = torch.full((b, t), pad_id, dtype=torch.long)
+    attn = torch.zeros((b, t), dtype=torch.long)
+    mask = torch.zeros((b, t), dtype=torch.float32)
+    slp = torch.zeros((b, t), dtype=torch.float32)
+    adv = torch.zeros((b, t), dtype=torch.float32)
+    for i, s in enumerate(samples):
+        p, n = len(s.prompt_ids), len(s.response_ids)
+        ids[i, : p + n] = torch.tensor(s.prompt_ids + s.response_ids, dtype=torch.long)
+        attn[i, : p + n] = 1
+        mask[i, p : p + n] = torch.tensor(s.loss_mask, dtype=torch.float32)
+        slp[i, p : p + n] = torch.tensor(s.sampler_logprobs, dtype=torch.float32)
+        adv[i, p : p + n] = torch.tensor(s.advantages, dtype=torch.float32)
+    dev = torch.device(device)
+    return Batch(ids.to(dev), attn.to(dev), mask.to(dev), slp.to(dev), adv.to(dev), min(len(s.prompt_ids) for s in samples))
+
+
+def _unwrap(model: Any) -> Any:
+    return model.module if hasattr(model, "module") and isinstance(model, torch.nn.parallel.DistributedDataParallel) else model
+
+
+class Updater:
+    """Optimizer, schedule and the loss of one training run (see the module docstring)."""
+
+    def __init__(
+        self,
+        cfg: TrainConfig,
+        model: Any,
+        *,
+        pad_id: int,
+        suppress: torch.Tensor | None = None,
+        distributed: bool = False,
+    ) -> None:
+        self.cfg = cfg
+        self.model = model
+        self.pad_id = pad_id
+        self.suppress = suppress
+        self.distributed = distributed
+        self.world = torch.distributed.get_world_size() if distributed else 1
+        params = [p for p in model.parameters() if p.requires_grad]
+        if not params:
+            raise RolloutlabError("the model has no trainable parameters")
+        o = cfg.optim
+        self.optimizer = torch.optim.AdamW(
+            params, lr=o.lr, betas=(o.betas[0], o.betas[1]), eps=o.eps, weight_decay=o.weight_decay
+        )
+        total = cfg.trainer.total_steps * cfg.actor.ppo_epochs * cfg.actor.mini_batches
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_lambda(cfg, total))
+        self.ref_model: Any = None
+        a = cfg.actor
+        if a.kl_coef > 0 and not _is_peft(model):
+            ref = copy.deepcopy(_unwrap(model))
+            for p in ref.parameters():
+                p.requires_grad_(False)
+            ref.eval()
+            self.ref_model = ref
+        self.fwd_bwd_seconds = 0.0
+        """Time inside model forward and backward passes (benchmarks)."""
+
+    # ------------------------------------------------------------------ log-probs
+
+    def _forward(self, model: Any, batch: Batch, *, with_entropy: bool) -> tuple[torch.Tensor, torch.Tensor | None, int]:
+        """Trainer log-probs of ``ids[:, s:]`` (and entropies), ``s = min_prompt``; returns
+        ``(logp (B, T - s), entropy or None, s)``."""
+        t = batch.ids.shape[1]
+        start = max(1, batch.min_prompt)
+        keep = t - start + 1
+        out = model(input_ids=batch.ids, attention_mask=batch.attn, logits_to_keep=keep, use_cache=False)
+        logits = out.logits[:, :-1, :]  # predicts ids[:, start:]
+        lp, ent = token_logprobs(
+            logits,
+            batch.ids[:, start:],
+            temperature=self.cfg.rollout.temperature,
+            suppress=self.suppress,
+            with_entropy=with_entropy,
+        )
+        return lp, ent, start
+
+    @torch.no_grad()
+    def ref_logprobs(self, batch: Batch) -> torch.Tensor:
+        if self.ref_model is not None:
+            lp, _, _ = self._forward(self.ref_model, batch, with_entropy=False)
+            return lp
+        with _unwrap(self.model).disable_adapter():  # PEFT: the base model is the reference
+            lp, _, _ = self._forward(self.model, batch, with_entropy=False)
+        return lp
+
+    # --------------------------------------------------------------------- update
+
+    def _global(self, x: float, op: str = "sum") -> float:
+        if not self.distributed:
+            return x
+        t = torch.tensor([x], dtype=torch.float64)
+        torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.SUM if op == "sum" else torch.distributed.ReduceOp.MAX)
+        return float(t.item())
+
+    def check_masks(self, samples: Sequence[TrainSample], lp: torch.Tensor, batch: Batch, start: int, offset: int = 0) -> None:
+        m = batch.mask[:, start:] > 0
+        suspicious = m & (batch.sampler_lp[:, start:] == 0.0) & (lp < -1.0)
+        if bool(suspicious.any()):
+            row, col = (int(x) for x in suspicious.nonzero()[0])
+            s = samples[row]
+            pos = col + start - len(s.prompt_ids)
+            raise MaskMismatchError(
+                f"loss mask marks response token {pos} of episode {s.episode + offset} as sampled, but the sampler "
+                f"gave it no log-prob (0.0) and the trainer gives it {float(lp[row, col]):.3f}: the sampler did "
+                "not sample it (an observation/template token in the loss); fix the agent loop's masking "
+                "(or set actor.check_masks=false to train anyway)"
+            )
+
+    def update(self, samples: Sequence[TrainSample], *, kl_in_reward: bool = False) -> dict[str, float]:
+        """Train on ``samples`` (this rank's share); returns the step's ``actor/*`` metrics."""
+        cfg, a = self.cfg, self.cfg.actor
+        model = self.model
+        model.train()
+        t_start = time.perf_counter()
+        fb = 0.0
+        groups = sorted({s.group for s in samples})
+        per_mb = max(1, math.ceil(len(groups) / a.mini_batches))
+        mini = [[s for s in samples if s.group in set(groups[k : k + per_mb])] for k in range(0, len(groups), per_mb)]
+        mini = [m for m in mini if m] or [list(samples)]
+        single_update = a.ppo_epochs == 1 and len(mini) == 1
+        old: dict[int, torch.Tensor] = {}
+        if not single_update:
+            t0 = time.perf_counter()
+            with torch.no_grad():
+                for mi, mb in enumerate(mini):
+                    for ci, chunk in enumerate(self._chunks(mb)):
+                        b = collate(chunk, self.pad_id, self._device())
+                        lp, _, _ = self._forward(model, b, with_entropy=False)
+                        old[mi * 100000 + ci] = lp.detach()
+            fb += time.perf_counter() - t0
+        acc: dict[str, float] = {}
+        counts: dict[str, float] = {}
+
+        def add(k: str, v: float, w: float = 1.0) -> None:
+            acc[k] = acc.get(k, 0.0) + v * w
+            counts[k] = counts.get(k, 0.0) + w
+
+        grad_norms: list[float] = []
+        lrs: list[float] = []
+        for _epoch in range(a.ppo_epochs):
+            for mi, mb in enumerate(mini):
+                # reduction normalisers over the whole mini-batch, on every rank
+                n_tok_local = float(sum(sum(s.loss_mask) for s in mb))
+                live_local = float(sum(1 for s in mb if any(s.loss_mask)))
+                len_local = float(max(len(s.response_ids) for s in mb))
+                total_tokens = self._global(n_tok_local)
+                live = self._global(live_local)
+                norm_c = a.loss_norm_constant if a.loss_norm_constant is not None else self._global(len_local, "max")
+                self.optimizer.zero_grad(set_to_none=True)
+                chunks = list(self._chunks(mb))
+                for ci, chunk in enumerate(chunks):
+                    b = collate(chunk, self.pad_id, self._device())
+                    sync = ci == len(chunks) - 1
+                    ctx = model.no_sync() if (self.distributed and not sync) else nullcontext()
+                    with ctx:
+                        t0 = time.perf_counter()
+                        need_ent = True
+                        lp, ent, s0 = self._forward(model, b, with_entropy=need_ent)
+                        fb += time.perf_counter() - t0
+                        m = b.mask[:, s0:]
+                        # suppressed ids (role markers) sit on mask-0 positions with log-prob -inf;
+                        # zero them so no NaN reaches the loss or its gradient
+                        lp = torch.where(m > 0, lp, torch.zeros_like(lp))
+                        if ent is not None:
+                            ent = torch.where(m > 0, ent, torch.zeros_like(ent))
+                        if a.check_masks:
+                            self.check_masks(chunk, lp.detach(), b, s0)
+                        old_lp = lp.detach() if single_update else torch.where(m > 0, old[mi * 100000 + ci], torch.zeros_like(lp))
+                        slp = b.sampler_lp[:, s0:]
+                        adv = b.adv[:, s0:]
+                        w = token_weights(
+                            m, a.loss_agg_mode, norm_constant=norm_c, total_tokens=total_tokens, live_seqs=live
+                        )
+                        is_w = None
+                        if a.tis_cap is not None:
+                            is_w = torch.exp((old_lp - slp).clamp(-20, 20)).clamp(max=a.tis_cap)
+                        pl = policy_loss(
+                            lp, old_lp, adv, m,
+                            clip_low=a.clip_ratio_low, clip_high=a.clip_ratio_high, clip_c=a.clip_ratio_c, is_weights=is_w,
+                        )
+                        mb_ = m.bool()
+                        loss_tok = torch.where(mb_, pl.loss, torch.zeros_like(pl.loss))
+                        loss = (loss_tok * w).sum()
+                        pg_part = float(loss.detach())
+                        if a.entropy_coef > 0 and ent is not None:
+                            loss = loss - a.entropy_coef * (torch.where(mb_, ent, torch.zeros_like(ent)) * w).sum()
+                        if a.kl_coef > 0 and not kl_in_reward:
+                            ref_lp = self.ref_logprobs(b)
+                            kl = kl_penalty(lp, ref_lp, a.kl_estimator)
+                            kl_term = (torch.where(mb_, kl, torch.zeros_like(kl)) * w).sum()
+                            loss = loss + a.kl_coef * kl_term
+                            add("actor/kl_loss", float(kl_term.detach()))
+                        t0 = time.perf_counter()
+                        (loss * self.world).backward()  # DDP averages over ranks; the weights already sum over them
+                        fb += time.perf_counter() - t0
+                    ntok = float(m.sum())
+                    add("actor/pg_loss", pg_part)
+                    add("actor/pg_clipfrac", float(pl.clipfrac), ntok)
+                    add("actor/pg_clipfrac_low", float(pl.clipfrac_low), ntok)
+                    add("actor/pg_clipfrac_high", float(pl.clipfrac_high), ntok)
+                    add("actor/pg_clipfrac_dual", float(pl.clipfrac_dual), ntok)
+                    add("actor/ppo_kl", float(pl.approx_kl), ntok)
+                    with torch.no_grad():
+                        if ent is not None:
+                            add("actor/entropy", float((ent * m).sum() / m.sum().clamp(min=1)), ntok)
+                        if _epoch == 0:
+                            d = (slp - lp.detach()) * m
+                            add("rollout/sampler_trainer_kl", float(d.sum() / m.sum().clamp(min=1)), ntok)
+                            k3 = (torch.exp(-(slp - lp.detach())) - 1 + (slp - lp.detach())) * m
+                            add("rollout/sampler_trainer_k3", float(k3.sum() / m.sum().clamp(min=1)), ntok)
+                            add("rollout/logprob_absdiff_max", float((d.abs()).max()) if ntok else 0.0, 0.0)
+                            acc["rollout/logprob_absdiff_max"] = max(acc.get("rollout/logprob_absdiff_max", 0.0), float(d.abs().max()))
+                params = [p for p in model.parameters() if p.requires_grad]
+                clip = cfg.optim.grad_clip
+                gn = torch.nn.utils.clip_grad_norm_(params, clip if clip is not None else float("inf"))
+                grad_norms.append(float(gn))
+                lrs.append(float(self.optimizer.param_groups[0]["lr"]))
+                if math.isfinite(float(gn)):
+                    self.optimizer.step()
+                else:
+                    add("actor/skipped_nonfinite", 1.0)
+                self.scheduler.step()
+        self.fwd_bwd_seconds += fb
+        out = {k: (acc[k] / counts[k] if counts[k] > 0 else acc[k]) for k in acc}
+        out["actor/pg_loss"] = acc.get("actor/pg_loss", 0.0)
+        if "actor/kl_loss" in acc:
+            out["actor/kl_loss"] = acc["actor/kl_loss"]
+        out["actor/grad_norm"] = sum(grad_norms) / len(grad_norms)
+        out["actor/lr"] = lrs[-1]
+        out["timing/update_s"] = time.perf_counter() - t_start
+        out["timing/forward_backward_s"] = fb
+        model.eval()
+        return out
+
+    def _device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def _chunks(self, mb: Sequence[TrainSample]) -> Iterator[list[TrainSample]]:
+        size = self.cfg.actor.micro_batch_size or len(mb)
+        for k in range(0, len(mb), size):
+            yield list(mb[k : k + size])
+
+    # ---------------------------------------------------------------- KL in reward
+
+    @torch.no_grad()
+    def kl_reward_penalty(self, samples: Sequence[TrainSample], n_episodes: int) -> list[float]:
+        """``-kl_coef * sum_t KL_t`` per episode (KL in the reward, before advantages)."""
+        a = self.cfg.actor
+        pen = [0.0] * n_episodes
+        for chunk in self._chunks(samples):
+            b = collate(chunk, self.pad_id, self._device())
+            lp, _, s0 = self._forward(self.model, b, with_entropy=False)
+            ref = self.ref_logprobs(b)
+            kl = kl_penalty(lp, ref, a.kl_estimator) * b.mask[:, s0:]
+            for s, v in zip(chunk, kl.sum(-1).tolist(), strict=True):
+                pen[s.episode] -= a.kl_coef * float(v)
+        return pen
+
+
+def _is_peft(model: Any) -> bool:
+    m = _unwrap(model)
+    return hasattr(m, "disable_adapter") and hasattr(m, "peft_config")
+
+
+@contextmanager
+def eval_mode(model: Any) -> Iterator[None]:
+    was = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was)

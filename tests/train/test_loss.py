@@ -1,0 +1,119 @@
+"""The torch loss pieces against the numpy reference (algos), slow loops and hand formulas."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from rolloutlab import algos
+from rolloutlab.train._loss import agg_loss, kl_penalty, policy_loss, token_weights
+
+MODES = ["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"]
+
+
+def _slow(loss: np.ndarray, mask: np.ndarray, mode: str, c: float | None = None) -> float:
+    """Obvious loops (verl >= 0.7 semantics: empty sequences are left out of the count)."""
+    rows = []
+    for b in range(loss.shape[0]):
+        s, n = 0.0, 0
+        for t in range(loss.shape[1]):
+            if mask[b, t]:
+                s += float(loss[b, t])
+                n += 1
+        rows.append((s, n))
+    live = [(s, n) for s, n in rows if n > 0]
+    if mode == "token-mean":
+        tot = sum(n for _, n in rows)
+        return sum(s for s, _ in rows) / tot if tot else 0.0
+    if mode == "seq-mean-token-sum":
+        return sum(s for s, _ in live) / len(live) if live else 0.0
+    if mode == "seq-mean-token-mean":
+        return sum(s / n for s, n in live) / len(live) if live else 0.0
+    return sum(s for s, _ in rows) / (loss.shape[1] if c is None else c)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_reductions_match_numpy_and_slow(mode: str) -> None:
+    rng = np.random.default_rng(0)
+    loss = rng.normal(size=(6, 9))
+    mask = (rng.random((6, 9)) < 0.6).astype(np.float64)
+    mask[2] = 0  # a fully masked sequence
+    loss[mask == 0] = np.nan  # padding may hold NaN; it must not leak
+    got = float(agg_loss(torch.tensor(loss), torch.tensor(mask), mode))
+    ref = algos.agg_loss(loss, mask, mode)  # type: ignore[arg-type]
+    assert got == pytest.approx(ref, rel=1e-6, abs=1e-9)
+    assert got == pytest.approx(_slow(loss, mask, mode), rel=1e-6, abs=1e-9)
+
+
+def test_verl_061_example() -> None:
+    loss = torch.tensor([[1.0, 1.0], [5.0, 5.0]])
+    mask = torch.tensor([[1.0, 1.0], [0.0, 0.0]])
+    assert float(agg_loss(loss, mask, "seq-mean-token-mean")) == pytest.approx(1.0)
+    assert float(agg_loss(loss, mask, "seq-mean-token-sum")) == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_weights_split_into_micro_batches_sum_to_whole(mode: str) -> None:
+    rng = np.random.default_rng(1)
+    loss = torch.tensor(rng.normal(size=(8, 5)), dtype=torch.float32)
+    mask = torch.tensor((rng.random((8, 5)) < 0.7), dtype=torch.float32)
+    whole = float((loss * token_weights(mask, mode, norm_constant=5.0)).sum())
+    tot = float(mask.sum())
+    live = float((mask.sum(-1) > 0).sum())
+    parts = 0.0
+    for k in range(0, 8, 3):
+        m = mask[k : k + 3]
+        parts += float((loss[k : k + 3] * token_weights(m, mode, norm_constant=5.0, total_tokens=tot, live_seqs=live)).sum())
+    assert parts == pytest.approx(whole, rel=1e-5)
+
+
+def test_clip_higher_hand_made() -> None:
+    # ratios 0.5, 0.9, 1.1, 1.5 with A = +1 and A = -1; eps_low 0.2, eps_high 0.28
+    ratio = torch.tensor([[0.5, 0.9, 1.1, 1.5]])
+    old = torch.zeros_like(ratio)
+    logp = torch.log(ratio)
+    mask = torch.ones_like(ratio)
+    pos = policy_loss(logp, old, torch.ones_like(ratio), mask, clip_low=0.2, clip_high=0.28)
+    # A > 0: max(-r, -clip(r)) = -min(r, clip(r))
+    assert pos.loss.tolist()[0] == pytest.approx([-0.5, -0.9, -1.1, -1.28], abs=1e-6)
+    assert float(pos.clipfrac_high) == pytest.approx(0.25)
+    assert float(pos.clipfrac_low) == 0.0
+    neg = policy_loss(logp, old, -torch.ones_like(ratio), mask, clip_low=0.2, clip_high=0.28)
+    # A < 0: max(r, clip(r))
+    assert neg.loss.tolist()[0] == pytest.approx([0.8, 0.9, 1.1, 1.5], abs=1e-6)
+    assert float(neg.clipfrac_low) == pytest.approx(0.25)
+    assert float(neg.clipfrac) == pytest.approx(0.25)  # only r = 0.5 takes the clipped term
+
+
+def test_dual_clip_bounds_negative_advantages() -> None:
+    ratio = torch.tensor([[0.5, 2.0, 5.0]])
+    logp, old = torch.log(ratio), torch.zeros(1, 3)
+    adv = torch.full((1, 3), -2.0)
+    out = policy_loss(logp, old, adv, torch.ones(1, 3), clip_low=0.2, clip_high=0.2, clip_c=3.0)
+    # l = min(max(-A r, -A clip(r)), -A c) = min(max(2r, 2clip(r)), 6)
+    assert out.loss.tolist()[0] == pytest.approx([1.6, 4.0, 6.0], abs=1e-6)
+    assert float(out.clipfrac_dual) == pytest.approx(1 / 3)
+    # positive advantages are never dual-clipped
+    pos = policy_loss(logp, old, -adv, torch.ones(1, 3), clip_low=0.2, clip_high=0.2, clip_c=3.0)
+    assert pos.loss.tolist()[0] == pytest.approx([-1.0, -2.4, -2.4], abs=1e-6)
+
+
+def test_kl_estimators_hand_made() -> None:
+    logp = torch.tensor([-1.0, -2.0, -0.5])
+    ref = torch.tensor([-1.5, -1.0, -0.5])
+    d = (logp - ref).tolist()
+    assert kl_penalty(logp, ref, "k1").tolist() == pytest.approx(d)
+    assert kl_penalty(logp, ref, "k2").tolist() == pytest.approx([0.5 * x * x for x in d])
+    assert kl_penalty(logp, ref, "k3").tolist() == pytest.approx([math.exp(-x) - 1 + x for x in d])
+    with pytest.raises(ValueError, match="k1, k2 or k3"):
+        kl_penalty(logp, ref, "k4")
+
+
+def test_tis_weights_multiply_the_loss() -> None:
+    logp = torch.zeros(1, 2)
+    w = torch.tensor([[0.5, 2.0]])
+    out = policy_loss(logp, logp, torch.ones(1, 2), torch.ones(1, 2), clip_low=0.2, clip_high=0.2, is_weights=w)
+    assert out.loss.tolist()[0] == pytest.approx([-0.5, -2.0])
