@@ -98,3 +98,13 @@ if __name__ == "__main__":
         idle = float(sys.argv[3]) if len(sys.argv) > 3 else 600.0
         app = build_app([COUNT, FLAKY, HANG], max_sessions=cap, idle_timeout_s=idle, step_timeout_s=1.0)
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+
+
+def say_up(messages: Sequence[dict[str, object]]) -> str:
+    """A scripted policy for the counting games: always ``up`` (``scripted:tests.envs._remote_fakes:say_up``)."""
+    return "up"
+
+
+def say_crash(messages: Sequence[dict[str, object]]) -> str:
+    """Makes the AgentGym test server answer ``{"error"}`` on the second step."""
+    return "up" if len(messages) < 3 else "crash"
