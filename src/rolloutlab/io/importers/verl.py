@@ -303,7 +303,7 @@ class VerlImporter(Importer):
         ds = [d if type(d) is str else None for d in (r.get("data_source") for r in recs)]
         turns: dict[int, list[TurnData]] = {}
         for i, o in enumerate(outputs):
-            if any(m in o for m in _MARKERS):
+            if _may_split(o):
                 split_out = split_turns(o)
                 if _needs_turn_rows(split_out, o):
                     turns[i] = split_out.turns
@@ -373,8 +373,14 @@ class SplitOutput:
 
 # Roles only the environment writes; a trailing ``user`` line may be the model's own.
 _ENV_ONLY = ("tool", "observation")
-# Substrings without which an output cannot hold more than one turn or a tool call.
-_MARKERS = ("\nassistant\n", "<tool_call>", "<tool_response>", "\ntool\n", "\nobservation\n")
+
+
+def _may_split(output: str) -> bool:
+    """Whether ``output`` can hold more than one turn or a Hermes block.  Scanning every
+    output is the hot loop of a dump: one substring scan, and a second only past a ``<``
+    (a memchr).  An output with neither is one turn — so is one whose only role word
+    opens a trailing ``tool`` segment after a call in some other format."""
+    return "\nassistant\n" in output or ("<" in output and "<tool_" in output)
 
 
 def split_turns(output: str) -> SplitOutput:
@@ -398,7 +404,7 @@ def split_turns(output: str) -> SplitOutput:
     - A response that itself contains a line that is only a role word is split there
       too (the dump cannot tell); an output without role words is one turn.
     """
-    if not any(m in output for m in _MARKERS):
+    if not _may_split(output):
         return SplitOutput([TurnData(action=output)])
     pieces = _ROLE_SPLIT.split(output)
     head = pieces[0]
