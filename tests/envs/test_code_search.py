@@ -331,3 +331,41 @@ def test_check_env() -> None:
 
     report = check_env(ID)
     assert report.ok, str(report)
+
+
+def test_extras_before_finish_are_empty_predictions() -> None:
+    async def go() -> tuple[Any, Any]:
+        env = make_env(ID)
+        obs = await env.reset(task="test/2")
+        return obs.info.extras, (await env.step(T("ls"))).info.extras
+
+    at_reset, after_ls = run(go())
+    gold = tasks_by_id()["test/2"]["gold"]
+    assert (
+        at_reset
+        == after_ls
+        == {"predicted": {"file": [], "module": [], "entity": []}, "gold": gold}
+    )
+
+
+def test_history_only_script_through_the_agent_loop() -> None:
+    """The grep-cat-finish baseline, as Hermes tool calls through the agent loop."""
+    agent = pytest.importorskip("rolloutlab.agent")
+    policy = agent.ScriptedPolicy.named(
+        "rolloutlab.envs.builtin.scripts:code_search", parser="hermes"
+    )
+    config = agent.LoopConfig(parser="hermes")
+    rewards = []
+    for t in get_env_spec(ID).tasks("test", 0):
+        ep = run(
+            agent.run_episode(
+                lambda: make_env(ID), policy, t, config=config, seed=0, step=0, traj_id=t.id
+            )
+        )
+        tr = ep.trajectory
+        assert tr.termination == "done" and tr.invalid_actions == 0
+        assert set(tr.extras["predicted"]) == {"file", "module", "entity"}
+        rewards.append(tr.reward)
+    # names every definition the issue mentions: often full credit, not always (some issues
+    # name no function, some names are defined twice)
+    assert sum(rewards) / len(rewards) > 0.5 and 0 < sum(r == 1.0 for r in rewards) < len(rewards)

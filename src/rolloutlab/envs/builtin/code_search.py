@@ -20,7 +20,8 @@ with the rule of :mod:`rolloutlab.analysis._sets` (both sets empty: 1; one empty
 the coarser levels give partial credit on the way to the exact function, which a sparse
 entity-only reward does not; success is entity F1 = 1.  The predicted and gold sets are in
 ``info.extras`` as ``{"predicted": {level: [...]}, "gold": {level: [...]}}``, the layout
-``rolloutlab.analysis.sets_from_extras`` reads.  No ``finish`` within the turn limit:
+``rolloutlab.analysis.sets_from_extras`` reads (on every step, empty predictions until
+``finish``, so an episode cut short counts as naming nothing).  No ``finish`` within the turn limit:
 truncated, reward 0, predicted sets empty.
 
 Tools read an in-memory copy of the repository: a path is relative to its root, and one
@@ -310,7 +311,7 @@ class CodeSearchEnv:
         issue = _data()[1][t.id]["issue"]
         return Observation(
             messages=({"role": "user", "content": PROMPT.format(issue=issue)},),
-            info=Info(metrics=self._metrics()),
+            info=Info(metrics=self._metrics(), extras=self._unfinished()),
         )
 
     def _score(self, locations: Sequence[str]) -> tuple[float, dict[str, float], dict[str, Any]]:
@@ -364,6 +365,15 @@ class CodeSearchEnv:
             self._invalid += 1
         return self._go_on((tool_message(action, result),), valid=result.ok)
 
+    def _unfinished(self) -> dict[str, Any]:
+        """Extras before ``finish``: nothing named yet.  Sent on every step, so an episode
+        the agent loop cuts before ``finish`` is scored as an empty prediction by the
+        analysis, not left out of it."""
+        return {
+            "predicted": {lv: [] for lv in LEVELS},
+            "gold": {lv: list(self.gold[lv]) for lv in LEVELS},
+        }
+
     def _go_on(self, messages: tuple[dict[str, Any], ...], *, valid: bool) -> StepResult:
         truncated = self._turns >= self.max_turns
         if not truncated:
@@ -372,7 +382,7 @@ class CodeSearchEnv:
                 reward=0.0,
                 terminated=False,
                 truncated=False,
-                info=Info(action_valid=valid, metrics=self._metrics()),
+                info=Info(action_valid=valid, metrics=self._metrics(), extras=self._unfinished()),
             )
         self._done = True
         _, parts, extras = self._score([])

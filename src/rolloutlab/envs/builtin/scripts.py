@@ -5,17 +5,20 @@ They see only what a model sees (no oracle): ``household`` is a hand-written exp
 the spirit of ALFWorld's hand-coded expert (visit receptacles in the order the room lists
 them, open what is closed, take an object of the goal type, treat it, put it away);
 ``shopping`` searches the instruction, opens the first result, clicks the options the
-instruction names, and buys.  They are baselines and smoke tests, not upper bounds.
+instruction names, and buys; ``code_search`` greps for the definitions of the names the issue
+mentions, reads the files to find their classes, and names them all (it writes Hermes
+``<tool_call>`` blocks: run it with ``--parser hermes``).  They are baselines and smoke tests, not upper bounds.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 
 from rolloutlab.envs._core import Message
 
-__all__ = ["household", "shopping"]
+__all__ = ["code_search", "household", "shopping"]
 
 _VERB = {"clean": "clean", "hot": "heat", "heat": "heat", "cool": "cool"}
 _STATION = {"clean": "sinkbasin", "heat": "microwave", "cool": "fridge"}
@@ -170,3 +173,52 @@ def shopping(messages: Sequence[Message]) -> str:
         return "click[buy now]"
     product = next((c for c in clickables if re.fullmatch(r"b0[a-z0-9]{8}", c)), None)
     return f"click[{product}]" if product else "click[back to search]"
+
+
+def _call(name: str, **arguments: object) -> str:
+    return f"<tool_call>{json.dumps({'name': name, 'arguments': arguments})}</tool_call>"
+
+
+def code_search(messages: Sequence[Message]) -> str:
+    """The next tool call in ``code-search-v0``: grep the definitions of the names the issue
+    mentions (``name(`` and ``.name(``), cat each file with a method hit to find its class,
+    then finish with every definition found outside ``tests/``."""
+    first = next((str(m.get("content", "")) for m in messages if m.get("role") == "user"), "")
+    issue = re.search(r"<issue>(.*)</issue>", first, re.DOTALL)
+    names = sorted(set(re.findall(r"\b([A-Za-z_]\w*)\(", issue.group(1) if issue else "")))
+    tool_out = [str(m.get("content", "")) for m in messages if m.get("role") == "tool"]
+    if not tool_out:
+        if not names:
+            return _call("finish", locations=[])
+        return _call("grep", pattern=rf"^\s*def ({'|'.join(names)})\b", path=".")
+    hits: list[tuple[str, int, str]] = []
+    for h in tool_out[0].splitlines():
+        if (m := re.match(r"^([\w./-]+):(\d+):(.*)$", h)) and not m.group(1).startswith("tests/"):
+            hits.append((m.group(1), int(m.group(2)), m.group(3)))
+    read: dict[str, dict[int, str]] = {}
+    for out in tool_out[1:]:
+        lines = re.findall(r"^\s*(\d+)  (.*)$", out, re.MULTILINE)
+        path = next((p for p, n, t in hits if any(int(k) == n and v == t for k, v in lines)), None)
+        if path:
+            read[path] = {int(k): v for k, v in lines}
+    for path, _, text in hits:
+        if text.startswith((" ", "\t")) and path not in read:
+            return _call("cat", path=path)
+    locations = []
+    for path, n, text in hits:
+        name = re.search(r"def (\w+)", text)
+        if not name:
+            continue
+        if not text.startswith((" ", "\t")):
+            locations.append(f"{path}::{name.group(1)}")
+            continue
+        cls = next(
+            (
+                m.group(1)
+                for k in range(n - 1, 0, -1)
+                if (m := re.match(r"class (\w+)", read[path].get(k, "")))
+            ),
+            None,
+        )
+        locations.append(f"{path}::{cls}.{name.group(1)}" if cls else path)
+    return _call("finish", locations=sorted(set(locations)))
