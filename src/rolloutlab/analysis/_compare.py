@@ -12,7 +12,13 @@ An arm with many ungraded rollouts (grader crashes, timeouts) has ``reward`` abo
 ``reward_all``; :func:`window_table` shows the gap per window.
 
 Differences of an arm to the baseline (the first arm) are ``arm − baseline`` with a
-percentile bootstrap interval.  Decision rule for pairing, applied per cell (one step, a
+bootstrap interval widened for small samples: Hesterberg's expanded percentile interval
+(:mod:`rolloutlab.analysis._bootstrap`), with n the units resampled (tasks if paired,
+the smaller arm's clusters if not).  A per-step comparison rests on few units, ~16 tasks
+in a typical step, and there plain percentile intervals under-cover: 92.6 % paired and
+93.3 % unpaired for a nominal 95 % in the simulation the tests re-run (16 tasks × 8
+binary rollouts), 94.7 % and 95.0 % expanded.  Even so, a per-step interval is a rough guide; pooled windows rest on far
+more units.  Decision rule for pairing, applied per cell (one step, a
 window, or early vs late): units are the tasks (``task_id``; for pooled windows of
 :func:`compare_runs` the ``(step, task_id)`` cells) with a value on each side, each unit
 the mean of its trajectories.  When at least 2 units are common **and** they make up at
@@ -41,7 +47,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from ._bootstrap import BootstrapCI, bootstrap_ci, paired_diff_ci, resampled
+from ._bootstrap import BootstrapCI, bootstrap_ci, paired_diff_ci, resampled, tail_probability
 from ._data import RunFrame
 from ._json import plain
 from ._windows import edge_windows
@@ -183,6 +189,7 @@ def _diff(
             level=level,
             n_boot=n_boot,
             seed=seed,
+            expand=True,
         )
         return {
             "estimate": ci.estimate,
@@ -205,16 +212,23 @@ def _diff(
         "n_base": len(sb),
     }
     if len(sx) and len(sb):
-        rng = np.random.default_rng(seed)
-        reps = _cluster_reps(sx, cx, n_boot, rng) - _cluster_reps(sb, cb, n_boot, rng)
-        alpha = 1.0 - level
-        low, high = np.quantile(reps, [alpha / 2, 1.0 - alpha / 2])
-        row |= {
-            "estimate": sx.sum() / cx.sum() - sb.sum() / cb.sum(),
-            "low": float(low),
-            "high": float(high),
-        }
+        est, low, high = cluster_diff_ci(sx, cx, sb, cb, level=level, n_boot=n_boot, seed=seed)
+        row |= {"estimate": est, "low": low, "high": high}
     return row
+
+
+def cluster_diff_ci(
+    sx: FloatArray, cx: FloatArray, sb: FloatArray, cb: FloatArray, *, level: float, n_boot: int,
+    seed: int,
+) -> tuple[float, float, float]:
+    """``sum(sx)/sum(cx) − sum(sb)/sum(cb)`` and its expanded-percentile cluster-bootstrap
+    interval; ``s*`` are per-cluster value sums, ``c*`` per-cluster counts (each arm
+    resampled on its own; n = the smaller arm's clusters, df = both arms' clusters − 2)."""
+    rng = np.random.default_rng(seed)
+    reps = _cluster_reps(sx, cx, n_boot, rng) - _cluster_reps(sb, cb, n_boot, rng)
+    tail = tail_probability(level, min(len(sx), len(sb)), len(sx) + len(sb) - 2)
+    low, high = np.quantile(reps, [tail, 1.0 - tail])
+    return float(sx.sum() / cx.sum() - sb.sum() / cb.sum()), float(low), float(high)
 
 
 def _check_level(level: float, n_boot: int) -> None:
@@ -240,7 +254,8 @@ class Comparison:
     diffs: pd.DataFrame
     """Per step: ``step, arm, metric, estimate, low, high, paired, n_common_tasks, n_arm,
     n_base`` (arm − baseline; n_arm/n_base are the units resampled: tasks if paired,
-    clusters if not)."""
+    clusters if not).  low/high is the expanded percentile interval: with the ~16 tasks
+    of a typical step a plain percentile interval covers only 91–93 % at 95 %."""
     overall: pd.DataFrame
     """Pooled windows ``all`` (every common step) and ``last_<N>`` (N = min(last_n, common
     steps)): ``window, first_step, last_step, n_steps`` then the columns of :attr:`diffs`
@@ -557,7 +572,7 @@ def overtake_step(
     error of +2 steps — a noise dip inside the first run restarts it, so the rule errs late.
     A uniformly better b (no crossing) gave 0.5% false crossovers (200 seeds).
 
-    ``before`` and ``after`` give the two mean differences with percentile bootstrap
+    ``before`` and ``after`` give the two mean differences with expanded percentile bootstrap
     intervals over steps, for reading, not for the decision.
     """
     if metric not in METRICS:
@@ -635,8 +650,8 @@ def _overtake(
     signs = rng.choice(np.array([-1.0, 1.0]), size=(n_perm, d.shape[0]))  # (n_perm, T)
     _, null = _detect(signs * d, smooth, min_run)
     p = float((1 + np.sum(null >= stat[0])) / (n_perm + 1))
-    before = bootstrap_ci(d[:t], level=level, n_boot=n_boot, seed=_seed(seed, 1))
-    after = bootstrap_ci(d[t:], level=level, n_boot=n_boot, seed=_seed(seed, 2))
+    before = bootstrap_ci(d[:t], level=level, n_boot=n_boot, seed=_seed(seed, 1), expand=True)
+    after = bootstrap_ci(d[t:], level=level, n_boot=n_boot, seed=_seed(seed, 2), expand=True)
     step = int(steps[t])
     ok = p <= alpha
     reason = "" if ok else f"candidate at step {step}: sign-flip p = {p:.3g} > alpha = {alpha:g}"

@@ -93,8 +93,8 @@ def _caption(name: str) -> str:
         "passk_vs_k": "A rise at large k is capability (more tasks solved at k samples); a rise of pass^k is "
                       "reliability (the same tasks solved every time).",
         "passk": "Unbiased pass@k per group (Chen et al. 2021), averaged per step.",
-        "diff_reward": "Shaded: bootstrap interval of the per-step difference.",
-        "diff_success": "Shaded: bootstrap interval of the per-step difference.",
+        "diff_reward": "Shaded: bootstrap interval of the per-step difference, widened for the few tasks of one step.",
+        "diff_success": "Shaded: bootstrap interval of the per-step difference, widened for the few tasks of one step.",
     }.get(name, "")
 
 

@@ -154,7 +154,7 @@ works offline (everything is in this file)</p>
 <section id="comparison">
 <h2>Comparison with {{ runs[0].name }}</h2>
 {% if comparison %}
-<p class="note">Each run minus the baseline ({{ runs[0].name }}) on the steps every run has ({{ comparison.steps }}); {{ comparison.level }} percentile bootstrap intervals, paired by task where the tasks match, else resampling whole groups. Bold: the interval excludes 0.</p>
+<p class="note">Each run minus the baseline ({{ runs[0].name }}) on the steps every run has ({{ comparison.steps }}); {{ comparison.level }} bootstrap intervals, paired by task where the tasks match, else resampling whole groups, widened for small samples (expanded percentile: a step has few tasks, and with ~16 plain percentile intervals cover only 91–93&nbsp;% at a nominal 95&nbsp;%). Bold: the interval excludes 0.</p>
 <table>
 <tr><th>run</th><th>window</th><th>steps</th><th>metric</th><th>difference</th><th>interval</th><th>paired</th><th>units (run / base)</th></tr>
 {% for row in comparison.rows %}
