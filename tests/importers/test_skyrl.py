@@ -159,3 +159,12 @@ def test_missing_response_names_file_and_line(tmp_path: Path, ingest_one) -> Non
         ingest_one(src)
     assert e.value.path == str(f) and e.value.line == 3 and "output_response" in e.value.message
     assert open_store(tmp_path / "store").sql("SELECT count(*) FROM trajectories").fetchall() == [(12,)]
+
+
+def test_split_chat_hermes_tool_calls() -> None:
+    text = ('<tool_call>\n{"name": "search", "arguments": {"q": "x"}}\n</tool_call><|im_end|>\n'
+            "<|im_start|>user\n<tool_response>\nfound x\n</tool_response><|im_end|>\n"
+            "<|im_start|>assistant\nx it is<|im_end|>")
+    turns, final = split_chat(text)
+    assert [t.tool_calls for t in turns] == [[{"name": "search", "arguments": '{"q":"x"}', "result": "found x"}], []]
+    assert final is None

@@ -21,6 +21,7 @@ from typing import Any
 
 import orjson
 
+from rolloutlab.io._sink import TurnData
 from rolloutlab.io.importers._agentlog import args_text
 
 
@@ -82,6 +83,24 @@ def tool_responses_in(text: str | None) -> list[str]:
 
 def has_tool_response(text: str | None) -> bool:
     return text is not None and "<tool_response>" in text
+
+
+def with_calls(turns: list[TurnData], final_observation: str | None) -> list[TurnData]:
+    """Give turns split from flat text their Hermes calls: each turn's ``<tool_call>``
+    blocks, answered by the ``<tool_response>`` blocks of the next turn's observation
+    (the final observation for the last turn); a malformed block marks the action
+    invalid.  The turns are changed in place and returned."""
+    for i, t in enumerate(turns):
+        found = tool_calls_in(t.action)
+        if not (found.calls or found.malformed):
+            continue
+        t.tool_calls = found.calls
+        if found.malformed:
+            t.action_valid = False
+        reply = turns[i + 1].observation if i + 1 < len(turns) else final_observation
+        if reply:
+            answer_calls(t.tool_calls, reply, role="user")
+    return turns
 
 
 def answer_calls(calls: list[dict[str, Any]], env_text: str, *, role: str) -> None:

@@ -33,7 +33,9 @@ Inferred:
   (``<|start_header_id|>role<|end_header_id|>``) markers into assistant turns, the
   user / tool messages between them being the next turn's observation (those after the
   last assistant turn go to ``extras.final_observation``).  End-of-turn tokens are cut
-  from the turns' texts, not from ``response``.
+  from the turns' texts, not from ``response``;
+- **tool calls**: Hermes ``<tool_call>{json}</tool_call>`` blocks in a turn (the Qwen
+  templates' format), answered by the ``<tool_response>`` blocks of the next reply.
 
 Not recoverable: token counts (only decoded text is dumped), per-turn rewards (a
 token-level list is not aligned to turns in the dump), the trainer's scalars (SkyRL logs
@@ -61,6 +63,7 @@ from rolloutlab.io.importers._base import (
     register,
     require,
 )
+from rolloutlab.io.importers._hermes import with_calls
 
 _STEP_DIR = re.compile(r"^global_step_(\d+)_evals$")
 _EVAL_ONLY = "eval_only"
@@ -219,7 +222,7 @@ def split_chat(text: str) -> tuple[list[TurnData], str | None]:
         if len(pieces) > 1:
             break
     else:
-        return [TurnData(action=_strip_end(text))], None
+        return with_calls([TurnData(action=_strip_end(text))], None), None
     turns: list[TurnData] = []
     head = _strip_end(pieces[0])
     if head.strip():
@@ -231,7 +234,8 @@ def split_chat(text: str) -> tuple[list[TurnData], str | None]:
             obs = []
         else:
             obs.append(_strip_end(body))
-    return (turns or [TurnData(action=_strip_end(text))]), ("\n".join(obs) if obs else None)
+    final = "\n".join(obs) if obs else None
+    return with_calls(turns or [TurnData(action=_strip_end(text))], final), final
 
 
 def _strip_end(text: str) -> str:
