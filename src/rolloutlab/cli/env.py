@@ -79,12 +79,15 @@ def check(
     episodes: Annotated[int, typer.Option("--episodes", min=1, help="Random rollouts to play.")] = 3,
     seed: Annotated[int, typer.Option("--seed", help="Seed of tasks, resets and random actions.")] = 0,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds allowed for each reset/step/close.")] = 60.0,
+    max_turns: Annotated[
+        int | None, typer.Option("--max-turns", min=1, help="Cap on each random rollout (default: the env's).")
+    ] = None,
     json_: JsonOpt = False,
 ) -> None:
     """Check an environment against the contract; exit status 1 when a check fails."""
     from rolloutlab.envs import check_env
 
-    report = check_env(env_id, episodes=episodes, seed=seed, timeout=timeout)
+    report = check_env(env_id, episodes=episodes, seed=seed, timeout=timeout, max_turns=max_turns)
     if json_:
         typer.echo(json.dumps(report.to_json()))
     else:

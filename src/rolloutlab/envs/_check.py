@@ -175,8 +175,10 @@ def _random_value(schema: dict[str, Any], rng: random.Random) -> Any:
 
 
 class _Checker:
-    def __init__(self, spec: EnvSpec, *, episodes: int, seed: int, env_kwargs: dict[str, Any], timeout: float) -> None:
+    def __init__(self, spec: EnvSpec, *, episodes: int, seed: int, env_kwargs: dict[str, Any], timeout: float,
+                 max_turns: int | None) -> None:
         self.spec = spec
+        self.max_turns = max_turns or spec.max_turns
         self.episodes = episodes
         self.seed = seed
         self.env_kwargs = env_kwargs
@@ -355,7 +357,7 @@ class _Checker:
                      "from reset's seed (random.Random(seed), numpy default_rng(seed)), never from global state or time")
         text, info = " ".join(str(m.get("content", "")) for m in obs_a.messages), obs_a.info
         total, ended = 0.0, False
-        for turn in range(1, self.spec.max_turns + 1):
+        for turn in range(1, self.max_turns + 1):
             action = self.random_action(text, info, rng)
             ra = await self.step(a, action, f"step {turn} ({tag}, action {_short(action)})")
             rb = await self.step(b, action, f"step {turn} on a second instance ({tag})")
@@ -460,12 +462,17 @@ async def acheck_env(
     seed: int = 0,
     env_kwargs: dict[str, Any] | None = None,
     timeout: float = 60.0,
+    max_turns: int | None = None,
 ) -> CheckReport:
     """:func:`check_env` for callers already inside an event loop."""
     spec = get_env_spec(ref_or_spec) if isinstance(ref_or_spec, str) else ref_or_spec
     if episodes < 1:
         raise ValueError(f"episodes={episodes}: check at least one episode")
-    return await _Checker(spec, episodes=episodes, seed=seed, env_kwargs=dict(env_kwargs or {}), timeout=timeout).run()
+    if max_turns is not None and max_turns < 1:
+        raise ValueError(f"max_turns={max_turns}: roll out at least one turn")
+    checker = _Checker(spec, episodes=episodes, seed=seed, env_kwargs=dict(env_kwargs or {}), timeout=timeout,
+                       max_turns=max_turns)
+    return await checker.run()
 
 
 def check_env(
@@ -475,11 +482,15 @@ def check_env(
     seed: int = 0,
     env_kwargs: dict[str, Any] | None = None,
     timeout: float = 60.0,
+    max_turns: int | None = None,
 ) -> CheckReport:
     """Check an environment against the contract; ``report.ok`` is the verdict.
 
     ``ref_or_spec``: a registered id, a remote reference (``rolloutlab@URL``, ...) or an
     :class:`EnvSpec`.  ``episodes`` random rollouts on tasks of the last split, with seeds
     ``seed, seed+1, ...``; ``env_kwargs`` go to the factory; ``timeout`` bounds each call
-    (seconds).  Use in CI as ``assert check_env("my-env-v0").ok, str(report)``."""
-    return asyncio.run(acheck_env(ref_or_spec, episodes=episodes, seed=seed, env_kwargs=env_kwargs, timeout=timeout))
+    (seconds); ``max_turns`` caps each random rollout (default: the spec's ``max_turns``;
+    lower it for slow environments).  Use in CI as
+    ``report = check_env("my-env-v0"); assert report.ok, str(report)``."""
+    return asyncio.run(acheck_env(ref_or_spec, episodes=episodes, seed=seed, env_kwargs=env_kwargs, timeout=timeout,
+                                  max_turns=max_turns))
