@@ -17,6 +17,7 @@ import importlib
 import json
 import math
 import random
+import ssl
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -165,14 +166,29 @@ class OpenAIPolicy:
     """A model behind an OpenAI-compatible endpoint (see the module docstring)."""
 
     def __init__(self, base_url: str, model: str, *, api_key: str = "EMPTY", tokenizer: ChatTokenizer | None = None,
-                 timeout_s: float = 600.0, logprobs: bool = True, extra_body: dict[str, Any] | None = None) -> None:
+                 timeout_s: float = 600.0, logprobs: bool = True, extra_body: dict[str, Any] | None = None,
+                 clients: int = 8) -> None:
         import openai
 
         self.name = f"openai:{model}"
         self.model, self.tokenizer = model, tokenizer
         self.logprobs = logprobs
         self.extra_body = dict(extra_body or {})
-        self.client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout_s)
+        # Several clients, used in turn: httpx's connection pool scans every connection on
+        # each request, so one pool of 64 busy connections costs more CPU per request than
+        # eight pools of eight (benchmarks/bench_agent.py).
+        # One TLS context for all of them (building one costs about 0.2 s of CPU).
+        tls = ssl.create_default_context()
+        self.clients = [openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout_s,
+                                           http_client=openai.DefaultAsyncHttpxClient(verify=tls))
+                        for _ in range(max(1, clients))]
+        self._next = 0
+
+    @property
+    def client(self) -> Any:
+        """The next client, round robin."""
+        self._next = (self._next + 1) % len(self.clients)
+        return self.clients[self._next]
 
     async def generate(self, request: GenerateRequest) -> Generation:
         if self.tokenizer is not None and request.prompt_ids is not None:
@@ -180,20 +196,24 @@ class OpenAIPolicy:
         return await self._chat(request)
 
     async def _chat(self, request: GenerateRequest) -> Generation:
-        kw: dict[str, Any] = {}
+        from openai.types.chat import ChatCompletion
+
+        body: dict[str, Any] = {
+            "model": self.model, "messages": [dict(m) for m in request.messages], "max_tokens": request.max_tokens,
+            "temperature": request.temperature, "top_p": request.top_p,
+        }
         if request.tools:
-            kw["tools"] = list(request.tools)
+            body["tools"] = list(request.tools)
         if request.stop:
-            kw["stop"] = list(request.stop)
+            body["stop"] = list(request.stop)
         if request.seed is not None:
-            kw["seed"] = request.seed
+            body["seed"] = request.seed
         if self.logprobs:
-            kw["logprobs"] = True
-        resp = await self.client.chat.completions.create(
-            model=self.model, messages=[dict(m) for m in request.messages],  # type: ignore[misc]
-            max_tokens=request.max_tokens, temperature=request.temperature, top_p=request.top_p,
-            extra_body=self.extra_body or None, **kw,
-        )
+            body["logprobs"] = True
+        # The client's low-level post: its transport, auth and typed errors, without the
+        # recursive TypedDict transform of create(), which re-walks the whole history each
+        # turn and cost most of the loop's CPU per turn (benchmarks/bench_agent.py).
+        resp = await self.client.post("/chat/completions", cast_to=ChatCompletion, body={**body, **self.extra_body})
         choices = getattr(resp, "choices", None)
         if not choices:
             raise PolicyError(f"endpoint returned no choices: {str(resp)[:200]!r}")
@@ -209,18 +229,20 @@ class OpenAIPolicy:
         ids = _extra_ids(ch) or _ids_from_tokens([x.token for x in ch.logprobs.content] if ch.logprobs and ch.logprobs.content else [])
         if ids is not None and lps is not None and len(ids) != len(lps):
             ids = None
-        return Generation(text=text, token_ids=ids, logprobs=lps if ids is not None or self.tokenizer is None else None,
+        return Generation(text=text, token_ids=ids, logprobs=lps,
                           finish_reason=_FINISH.get(str(ch.finish_reason), "stop"), tool_calls=calls)
 
     async def _complete(self, request: GenerateRequest) -> Generation:
         assert self.tokenizer is not None and request.prompt_ids is not None
-        body = {"return_token_ids": True, "return_tokens_as_token_ids": True, "skip_special_tokens": False,
-                **self.extra_body}
-        resp = await self.client.completions.create(
-            model=self.model, prompt=list(request.prompt_ids), max_tokens=request.max_tokens,
-            temperature=request.temperature, top_p=request.top_p, logprobs=1,
-            seed=request.seed, extra_body=body,
-        )
+        body: dict[str, Any] = {"return_token_ids": True, "return_tokens_as_token_ids": True,
+                                "skip_special_tokens": False, **self.extra_body}
+        from openai.types import Completion
+
+        body.update(model=self.model, prompt=list(request.prompt_ids), max_tokens=request.max_tokens,
+                    temperature=request.temperature, top_p=request.top_p, logprobs=1)
+        if request.seed is not None:
+            body["seed"] = request.seed
+        resp = await self.client.post("/completions", cast_to=Completion, body=body)
         choices = getattr(resp, "choices", None)
         if not choices:
             raise PolicyError(f"endpoint returned no choices: {str(resp)[:200]!r}")
@@ -241,7 +263,8 @@ class OpenAIPolicy:
                           finish_reason=_FINISH.get(str(ch.finish_reason), "stop"))
 
     async def close(self) -> None:
-        await self.client.close()
+        for c in self.clients:
+            await c.close()
 
 
 def _tool_call(c: Any) -> ToolInvocation:
