@@ -24,7 +24,7 @@ def test_reingest_changes_nothing(tmp_path: Path) -> None:
     rep = rolloutlab.ingest([src], store)
     assert rep.sources[0].parts_read == 0 and rep.sources[0].parts_unchanged == 2
     after = _snapshot(store)
-    assert before.keys() == after.keys()
+    assert before.keys() == after.keys() - {"_manifest.json.prev"}
     assert {k: v for k, v in before.items() if k.endswith(".parquet") and "runs/" not in k} == {
         k: v for k, v in after.items() if k.endswith(".parquet") and "runs/" not in k
     }
@@ -94,8 +94,9 @@ def test_python_api_tables(tmp_path: Path) -> None:
     steps = st.steps("r").df()
     assert steps["mean_reward"].tolist() == [0.5, 1.0]
     assert st.trajectories("r", step=2).arrow().read_all().num_rows == 4
-    assert st.turns("r").df().empty  # single-turn dumps have no turn rows
-    assert pq.read_table(store / "runs" / "runs.parquet").num_rows == 1
+    n_turns = st.sql("SELECT sum(num_turns) FROM trajectories").fetchall()[0][0]
+    assert len(st.turns("r").df()) == n_turns  # n turn rows for num_turns = n (docs/store.md)
+    assert pq.read_table(st.files("runs")[0]).num_rows == 1
 
 
 def test_open_missing_store(tmp_path: Path) -> None:
@@ -129,3 +130,67 @@ def test_line_numbers_survive_workers(tmp_path: Path) -> None:
     with pytest.raises(InputError) as e:
         rolloutlab.ingest([src], tmp_path / "s", jobs=2)
     assert e.value.line == 2 and "score" in e.value.message and "'high'" in e.value.message
+
+
+# -- issue 12 § 5: the runs table is committed like the others; direct readers ----------
+
+def test_runs_table_is_written_under_a_new_name_and_committed(tmp_path: Path) -> None:
+    src = write_verl(tmp_path / "r", {1: [[1, 0]]})
+    store = tmp_path / "s"
+    rolloutlab.ingest([src], store)
+    first = open_store(store).files("runs")
+    assert len(first) == 1 and first[0].name.startswith("runs-") and first[0].exists()
+    assert not (store / "runs" / "runs.parquet").exists()  # never rewritten in place
+    write_verl(src, {2: [[1, 1]]})
+    rolloutlab.ingest([src], store)
+    second = open_store(store).files("runs")
+    assert second != first and not first[0].exists()  # the old one is collected
+    assert pq.read_table(second[0]).column("last_step").to_pylist() == [2]
+    assert [p.name for p in (store / "runs").iterdir()] == [second[0].name]
+
+
+def _killed_ingest_leftovers(store: Path) -> None:
+    """What a kill between writing and committing leaves: staged files and a moved-in
+    file the manifest does not list (a direct glob sees both)."""
+    committed = open_store(store).files("trajectories")[0]
+    staged = store / "_staging" / "deadbeef" / "trajectories" / "run_id=r"
+    staged.mkdir(parents=True)
+    (staged / "x.parquet").write_bytes(committed.read_bytes())
+    (committed.parent / "stray-not-committed.parquet").write_bytes(committed.read_bytes())
+
+
+def test_direct_readers_read_exactly_the_committed_files(tmp_path: Path) -> None:
+    import duckdb
+    import polars as pl
+
+    src = write_verl(tmp_path / "r", {1: [[1, 0]], 2: [[1, 1]]})
+    store = tmp_path / "s"
+    rolloutlab.ingest([src], store)
+    _killed_ingest_leftovers(store)
+    glob = duckdb.sql(f"SELECT count(*) FROM read_parquet('{store}/trajectories/**/*.parquet')").fetchall()[0][0]
+    assert glob > 4  # what the README used to suggest counts uncommitted rows
+    # the one-liners of docs/store.md
+    files = [str(f) for f in rolloutlab.open_store(store).files("trajectories")]
+    assert duckdb.sql("SELECT count(*) FROM read_parquet($files)", params={"files": files}).fetchall() == [(4,)]
+    assert pl.read_parquet(files).height == 4
+    runs = [str(f) for f in rolloutlab.open_store(store).files("runs")]
+    assert pl.read_parquet(runs).height == 1
+
+
+def test_next_ingest_removes_leftovers_of_killed_ones(tmp_path: Path) -> None:
+    src = write_verl(tmp_path / "r", {1: [[1, 0]]})
+    store = tmp_path / "s"
+    rolloutlab.ingest([src], store)
+    _killed_ingest_leftovers(store)
+    (store / "._manifest.json.tmp4242").write_bytes(b'{"runs": {')  # a killed manifest write
+    (store / "._manifest.json.prev.tmp4242").write_bytes(b"")
+    rep = rolloutlab.ingest([src], store)
+    assert rep.sources[0].parts_unchanged == 1
+    assert len(rep.leftovers_removed) == 3
+    assert not (store / "_staging").exists()
+    assert not list(store.glob(".*.tmp*"))
+    assert not list(store.rglob("stray-not-committed.parquet"))
+    on_disk = sorted(p for t in ("trajectories", "texts", "turns", "metrics", "rejects") for p in (store / t).rglob("*.parquet")
+                     if (store / t).exists())
+    st = open_store(store)
+    assert on_disk == sorted(p for t in ("trajectories", "texts", "turns", "metrics", "rejects") for p in st.files(t))

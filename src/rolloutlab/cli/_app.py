@@ -6,7 +6,11 @@ message and exit with status 1; anything else is a bug and keeps its traceback.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import signal
+import threading
+import warnings
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Annotated
 
@@ -40,6 +44,8 @@ def _register() -> None:
     # one module per command; env_serve adds `env serve` to the env sub-app
     from rolloutlab.cli import (  # noqa: F401
         analyze,
+        check_store,
+        demo,
         env,
         env_serve,
         eval,
@@ -49,16 +55,28 @@ def _register() -> None:
         serve,
         show,
         sql,
+        train,
     )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; the exit status: 0, 1 (an error, printed as one message),
+    2 (usage), 130 / 143 (SIGINT / SIGTERM: one line saying what became of the store)."""
     from rolloutlab.io import RolloutlabError
+    from rolloutlab.io._errors import Interrupted
 
     _register()
     try:
         # with standalone_mode=False click returns typer.Exit's code instead of raising it
-        rv = app(args=list(argv) if argv is not None else None, standalone_mode=False)
+        with _signals_raise(), _warnings_as_lines():
+            rv = app(args=list(argv) if argv is not None else None, standalone_mode=False)
+    except Interrupted as e:
+        name = signal.Signals(e.signum).name
+        if e.committed:
+            err_console.print(f"interrupted ({name}) after the store was committed: it holds the new data", highlight=False)
+        else:
+            err_console.print(f"interrupted ({name}): the store is unchanged", highlight=False)
+        return e.exit_code
     except RolloutlabError as e:
         err_console.print(f"[bold red]error:[/] {e}", highlight=False, markup=True, soft_wrap=True)
         return 1
@@ -72,4 +90,70 @@ def main(argv: Sequence[str] | None = None) -> int:
         if callable(show):
             show()
         return int(getattr(e, "exit_code", 2))
+    except Exception as e:
+        damaged = _damaged_store_line(e)
+        if damaged is None:
+            raise  # a bug: keep its traceback
+        err_console.print(f"[bold red]error:[/] {damaged}", highlight=False, markup=True, soft_wrap=True)
+        return 1
     return rv if isinstance(rv, int) else 0
+
+
+@contextlib.contextmanager
+def _signals_raise() -> Iterator[None]:
+    """SIGINT and SIGTERM raise :class:`Interrupted` (a BaseException typer does not
+    catch, unlike KeyboardInterrupt), so an ingest removes its staging folder and the exit
+    status is 130 / 143."""
+    from rolloutlab.io._errors import Interrupted
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        raise Interrupted(signum)
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+@contextlib.contextmanager
+def _warnings_as_lines() -> Iterator[None]:
+    """Warnings about the store (a damaged manifest read from its previous copy...) as
+    one ``warning:`` line each, without the source line Python would add."""
+    from rolloutlab.io._errors import StoreWarning
+
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+             file: object = None, line: str | None = None) -> None:
+        err_console.print(f"[yellow]warning:[/] {message}", highlight=False, markup=True, soft_wrap=True)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", StoreWarning)
+        warnings.showwarning = show
+        yield
+
+
+_TABLE_DIRS = ("trajectories", "turns", "texts", "metrics", "rejects", "runs")
+
+
+def _damaged_store_line(e: Exception) -> str | None:
+    """One line for a DuckDB error about a store file a query could not read (zeroed or
+    overwritten in place: the size check made before queries cannot see that)."""
+    if "duckdb" not in type(e).__module__:  # _duckdb.InvalidInputException, duckdb.IOException...
+        return None
+    import re
+
+    m = re.search(r"(/[^\s'\"]+?\.parquet)", str(e))
+    if m is None:
+        return None
+    file = Path(m.group(1))
+    root = next((p.parent for p in file.parents if p.name in _TABLE_DIRS), None)
+    if root is None:
+        return None
+    reason = str(e).splitlines()[0][:120]
+    return (f"store {root} is damaged: {file} cannot be read ({reason}); "
+            f"run `rolloutlab check-store --repair --store {root}`, then ingest the sources again")

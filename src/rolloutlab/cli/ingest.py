@@ -55,11 +55,19 @@ def ingest(
         def progress(what: str, done: int, total: int) -> None:
             bar.update(task, description=what[:60], completed=done, total=total)
 
+        def waiting(message: str) -> None:
+            bar.update(task, description=message[:60])
+            err_console.print(message, highlight=False)
+
         report = do_ingest(sources, store_path(store), name=name, labels=labels, format=format,
-                           mapping=mapping, split=split, on_error=on_error, progress=progress, jobs=jobs)
+                           mapping=mapping, split=split, on_error=on_error, progress=progress, jobs=jobs,
+                           on_wait=waiting)
     if json_:
         typer.echo(orjson.dumps(dataclasses.asdict(report), option=orjson.OPT_INDENT_2).decode())
         return
+    if report.leftovers_removed:
+        err_console.print(f"removed {len(report.leftovers_removed)} leftovers of interrupted ingests "
+                          "(staging folders, temporary files)", highlight=False)
     for s in report.sources:
         c = s.counts
         err_console.print(

@@ -158,3 +158,22 @@ def unexpected(e: BaseException, *, path: str | Path | None, line: int | None = 
         "(with this message) at the rolloutlab issue tracker",
         path=path, line=line,
     )
+
+
+class StoreWarning(UserWarning):
+    """Something about the store a reader should know (the CLI prints it as one line)."""
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM arrived (the CLI's handlers raise it; a BaseException, so that no
+    ``except Exception`` swallows it).  ``committed``: it arrived during a commit, which
+    was finished first, so the store holds the new state."""
+
+    def __init__(self, signum: int, *, committed: bool = False) -> None:
+        self.signum = signum
+        self.committed = committed
+        super().__init__(signum)
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum

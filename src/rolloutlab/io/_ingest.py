@@ -12,6 +12,7 @@ import contextlib
 import hashlib
 import os
 import uuid
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -22,16 +23,18 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rolloutlab.io._errors import (
+    DiskFull,
     IncompleteTail,
     InputError,
     RecordError,
     RolloutlabError,
+    StoreWarning,
     is_disk_full,
     unexpected,
 )
 from rolloutlab.io._files import extract_archive, fingerprint, is_archive, remove_tree
 from rolloutlab.io._sink import PartSink, storable
-from rolloutlab.io._store import Store, slug
+from rolloutlab.io._store import Store, damaged_files, slug
 from rolloutlab.io.importers import REGISTRY, Importer, Part, ReadContext, RunInfo, detect_format
 from rolloutlab.schema import FORMAT_VERSION, REJECTS
 
@@ -53,6 +56,8 @@ class SourceReport:
 class IngestReport:
     store: str
     sources: list[SourceReport] = field(default_factory=list)
+    leftovers_removed: list[str] = field(default_factory=list)
+    """Staging folders and temporary files of interrupted ingests, removed by this one."""
 
     @property
     def rejects(self) -> int:
@@ -74,17 +79,36 @@ def ingest(
     on_error: str = "fail",
     progress: ProgressFn | None = None,
     jobs: int | None = 1,
+    on_wait: Callable[[str], None] | None = None,
 ) -> IngestReport:
     """Ingest ``sources`` into ``store``.  With ``name``, all sources form one run.
 
     ``jobs``: worker processes reading parts; ``None`` chooses (up to 4 when the input is
     larger than 1 GiB, else 1).  Workers are started with ``spawn``, which re-imports the
     calling script: call with ``jobs != 1`` only under ``if __name__ == "__main__":``.
-    The CLI uses ``None``."""
-    st = Store(Path(store))
+    The CLI uses ``None``.  ``on_wait`` is told (one line) when another ingest holds the
+    store's lock.  A full disk raises :class:`DiskFull` naming the store; the store is
+    unchanged then, as after any error."""
+    with warnings.catch_warnings():  # read again under the lock, which warns about a damaged manifest
+        warnings.simplefilter("ignore", StoreWarning)
+        st = Store(Path(store))
+    try:
+        return _ingest_locked(st, sources, name=name, labels=labels, format=format, mapping=mapping, split=split,
+                              on_error=on_error, progress=progress, jobs=jobs, on_wait=on_wait)
+    except Exception as e:
+        if isinstance(e, RolloutlabError) or not is_disk_full(e):
+            raise
+        raise DiskFull(st.path) from e
+
+
+def _ingest_locked(st: Store, sources: Sequence[str | Path], *, name: str | None, labels: dict[str, str] | None,
+                   format: str | None, mapping: dict[str, str] | None, split: str | None, on_error: str,
+                   progress: ProgressFn | None, jobs: int | None,
+                   on_wait: Callable[[str], None] | None) -> IngestReport:
     report = IngestReport(store=str(st.path))
-    with st.lock():
+    with st.lock(on_wait):
         st.manifest = st._read_manifest()
+        report.leftovers_removed = [str(p) for p in st.remove_leftovers()]
         manifest: dict[str, Any] = {"format_version": FORMAT_VERSION, "runs": {k: dict(v, parts=dict(v["parts"])) for k, v in st.manifest["runs"].items()}}
         staging = st.path / "_staging" / uuid.uuid4().hex[:12]
         staging.mkdir(parents=True)
@@ -166,9 +190,12 @@ def _ingest_source(
             uid = f"{src_tag}:{part.key}"
             fp = _part_fingerprint(part)
             old = entry["parts"].get(uid)
-            if old is not None and old["fingerprint"] == fp:
-                rep.parts_unchanged += 1
-                continue
+            if old is not None and old.get("fingerprint") == fp:
+                damaged = damaged_files(st.path, old)
+                if not damaged:
+                    rep.parts_unchanged += 1
+                    continue
+                ctx.warn(f"{damaged[0]}: stored file is missing or damaged — reading {part.key} again")
             todo.append((uid, fp, part, f"run_id={run_id}/{slug(part.key)}-{src_tag}-{fp[:10]}"))
         for i, (uid, fp, part, res) in enumerate(_read_parts(importer, todo, run_id, staging, on_error, jobs)):
             if progress:
@@ -188,6 +215,7 @@ def _ingest_source(
                 "key": part.key,
                 "fingerprint": fp,
                 "files": files,
+                "sizes": {t: (staging / rel).stat().st_size for t, rel in files.items()},
                 "counts": res.counts,
                 "steps": sorted([list(s) for s in res.steps]) if part.exclusive_steps else [],
                 "max_step": {sp: max(s for p, s in res.steps if p == sp) for sp, _ in res.steps},
@@ -230,6 +258,8 @@ def _checked_info(info: RunInfo, src: Path) -> RunInfo:
         v = getattr(info, name)
         if not (isinstance(v, str) or (v is None and name != "name")):
             raise InputError(f"run {name} must be text, got {type(v).__name__} {str(v)[:60]!r}", path=src)
+        if isinstance(v, str):  # lone surrogates (from a lenient parser) cannot be written as UTF-8
+            setattr(info, name, v.encode("utf-8", "replace").decode())
     if not isinstance(info.config, dict) or not isinstance(info.labels, dict):
         raise InputError("run config and labels must be JSON objects", path=src)
     try:

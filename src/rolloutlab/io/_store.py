@@ -260,16 +260,14 @@ class Store:
             write_atomic(cur, data)
         self.manifest = manifest
         self._con = None
-        self.collect_garbage()
         shutil.rmtree(staging, ignore_errors=True)
+        self.collect_garbage()
 
     def collect_garbage(self) -> None:
-        """Delete table files that neither the manifest nor the previous one lists."""
+        """Delete table files the manifest does not list.  The previous manifest's
+        replaced files go too: falling back to it is for a damaged manifest, and the next
+        ingest reads the parts whose files are gone again."""
         keep = {p.resolve() for t in (*DATA_TABLES, "runs") for p in self.files(t)}
-        with contextlib.suppress(ManifestUnreadable, FileNotFoundError, RolloutlabError):
-            prev = Store.__new__(Store)
-            prev.path, prev.manifest = self.path, load_manifest(self.path / PREV_MANIFEST)
-            keep |= {p.resolve() for t in (*DATA_TABLES, "runs") for p in prev.files(t)}
         for table in (*DATA_TABLES, "runs"):
             d = self.path / table
             if d.exists():
@@ -290,13 +288,31 @@ class Store:
             for table in DATA_TABLES:
                 files = [str(f) for f in self._intact(table)]
                 if files:
-                    flist = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
-                    con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet([{flist}], union_by_name = true)")
+                    try:
+                        _create_view(con, table, files)
+                    except duckdb.Error:  # binding reads every footer: one is not Parquet
+                        files = self._readable_footers(table, files)
+                if files:
+                    _create_view(con, table, files)
                 else:
                     con.register(f"_empty_{table}", TABLES[table].empty_table())
                     con.execute(f"CREATE VIEW {table} AS SELECT * FROM _empty_{table}")
             self._con = con
         return self._con
+
+    def _readable_footers(self, table: str, files: list[str]) -> list[str]:
+        """``files`` without those whose Parquet footer does not read (zeroed or
+        overwritten in place, at the size written), with one warning each."""
+        out = []
+        for f in files:
+            try:
+                pq.read_metadata(f)
+                out.append(f)
+            except Exception as e:  # pyarrow raises several kinds for a bad footer
+                warnings.warn(f"{f} is damaged ({type(e).__name__}); its rows are left out. Run `rolloutlab "
+                              f"check-store --repair --store {self.path}`, then ingest the sources again",
+                              StoreWarning, stacklevel=4)
+        return out
 
     def _intact(self, table: str) -> list[Path]:
         """The committed files of ``table`` that pass the cheap check (present, of the size
@@ -386,6 +402,11 @@ class Store:
             "SELECT * FROM texts WHERE run_id = ? AND list_contains(?, traj_id) ORDER BY traj_id, turn_idx",
             params=[rid, traj_ids],
         )
+
+
+def _create_view(con: duckdb.DuckDBPyConnection, table: str, files: list[str]) -> None:
+    flist = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
+    con.execute(f"CREATE OR REPLACE VIEW {table} AS SELECT * FROM read_parquet([{flist}], union_by_name = true)")
 
 
 def runs_table(manifest: dict[str, Any]) -> pa.Table:

@@ -75,10 +75,23 @@ def top_level_members(text: str, wanted: set[str], *, stop: str | None = None) -
         if key == stop:
             break
         if key in wanted:
-            out[key], _ = _DECODER.raw_decode(text, start)
+            try:
+                out[key], _ = _DECODER.raw_decode(text, start)
+            except RecursionError:
+                raise JsonRefused("nested too deeply") from None
+            if out[key] is not None and _has_surrogates(out[key]):
+                raise JsonRefused("a string holds a lone surrogate escape")  # the full parser locates it
             if len(out) == len(wanted):
                 break
     return out
+
+
+def _has_surrogates(value: Any) -> bool:
+    try:
+        orjson.dumps(value)
+    except TypeError as e:
+        return "surrogate" in str(e)
+    return False
 
 
 def _skip(text: str, i: int) -> int:
