@@ -27,18 +27,41 @@ def _sample(df: pd.DataFrame, rows: int) -> pd.DataFrame:
     return df.iloc[idx]
 
 
-def _table(df: pd.DataFrame, cols: list[str], title: str, rows: int, digits: int = 3) -> Table:
+_COUNTS = frozenset({"trajectories", "groups", "signal_groups"})
+
+
+def _table(con: Console, df: pd.DataFrame, cols: list[str], title: str, rows: int, digits: int = 3) -> None:
+    """A per-step table in the 80-column house style (:mod:`rolloutlab.cli._tables`):
+    short headers, explained in a line under it; counts as whole numbers."""
+    from rolloutlab.cli._tables import Col, header, legend, make_table
+
     cols = [c for c in cols if c in df.columns]
-    t = Table("step", *cols, title=title, title_justify="left")
+    heads = ["step", *(header(c) for c in cols)]
+    t = make_table([Col(h) for h in heads], title=title)
     for step, r in _sample(df, rows).iterrows():
-        t.add_row(str(step), *(_f(r[c], digits) for c in cols))
-    return t
+        t.add_row(str(step), *(_count(r[c]) if c in _COUNTS else _f(r[c], digits) for c in cols))
+    con.print(t)
+    note = legend(heads)
+    if note is not None:
+        con.print(note)
+
+
+def _count(x: Any) -> str:
+    return _f(x) if x is None or x is pd.NA or not math.isfinite(float(x)) else f"{float(x):.0f}"
+
+
+STEP_COLUMNS = ["trajectories", "mean_reward", "success_rate", "ungraded_rate", "mean_response_tokens", "mean_turns",
+                "entropy"]
+"""The per-step columns ``analyze`` prints by default (``--wide``: :data:`STEP_COLUMNS_WIDE`)."""
+STEP_COLUMNS_WIDE = ["trajectories", "mean_reward", "mean_reward_all", "ungraded_rate", "success_rate",
+                     "mean_response_tokens", "mean_response_chars", "mean_turns", "mean_tool_calls",
+                     "invalid_action_rate", "entropy", "kl", "max_rounds"]
 
 
 _FIT_TITLES = {"hinge": "two-segment hinge fit", "segments": "separate line per segment"}
 
 
-def render_analysis(a: Any, comparison: Any = None, *, rows: int = 12) -> None:
+def render_analysis(a: Any, comparison: Any = None, *, rows: int = 12, wide: bool = False) -> None:
     con = Console(highlight=False)
     con.print(Text(f"{a.run_id} · split {a.split} · {len(a.steps)} steps · success = {a.success_rule}", style="bold"))
     con.print(Text("Findings", style="bold underline"))
@@ -48,16 +71,14 @@ def render_analysis(a: Any, comparison: Any = None, *, rows: int = 12) -> None:
         rng = f" [steps {f.steps[0]}–{f.steps[1]}]" if f.steps else ""
         con.print(Text(f"{i:2d}. {f.text}{rng}"))
     con.print()
-    con.print(_table(a.steps, ["trajectories", "mean_reward", "mean_reward_all", "ungraded_rate", "success_rate",
-                               "mean_response_tokens", "mean_response_chars", "mean_turns", "mean_tool_calls",
-                               "invalid_action_rate", "entropy", "kl", "max_rounds"], "Per step", rows))
+    _table(con, a.steps, STEP_COLUMNS_WIDE if wide else STEP_COLUMNS, "Per step", rows)
     if not a.ledger.empty:
-        con.print(_table(a.ledger, ["groups", "frac_all_correct", "frac_all_wrong", "frac_mixed", "frac_zero_variance",
-                                    "frac_singleton", "signal_groups"], "Group-signal ledger", rows, 2))
+        _table(con, a.ledger, ["groups", "frac_all_correct", "frac_all_wrong", "frac_mixed", "frac_zero_variance",
+                               "frac_singleton", "signal_groups"], "Group-signal ledger", rows, 2)
     if not a.passk.empty:
         ks = [c for c in a.passk.columns if c.startswith("pass@")]
         pick = sorted({ks[0], ks[len(ks) // 2], ks[-1]}, key=lambda c: int(c[5:])) if ks else []
-        con.print(_table(a.passk, [*pick, f"pass^{pick[-1][5:]}" if pick else "", "groups"], "pass@k", rows))
+        _table(con, a.passk, [*pick, f"pass^{pick[-1][5:]}" if pick else "", "groups"], "pass@k", rows)
     v = a.verdict
     con.print(Text(f"Verdict: {v.verdict} — {v.explanation}"))
     if v.breakdown:

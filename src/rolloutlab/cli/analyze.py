@@ -57,6 +57,7 @@ def analyze(
     success_threshold: Annotated[float | None, typer.Option("--success-threshold", help="Success = reward >= this (default: the source's success, else reward == 1 for rewards in [0, 1], else reward > 0).")] = None,
     csv: Annotated[Path | None, typer.Option("--csv", help="Also write every table as CSV into this folder.")] = None,
     rows: Annotated[int, typer.Option("--rows", help="Steps shown per table (evenly spaced); --json and --csv hold all.")] = 12,
+    wide: Annotated[bool, typer.Option("--wide", help="Show every per-step column (the default fits an 80-column terminal).")] = False,
     pairwise: Annotated[bool, typer.Option("--pairwise", help="Also compare every pair of advantage estimators over the whole run.")] = False,
     json_: JsonOpt = False,
 ) -> None:
@@ -102,4 +103,4 @@ def analyze(
         return
     from rolloutlab.cli._render import render_analysis
 
-    render_analysis(a, comparison, rows=rows)
+    render_analysis(a, comparison, rows=rows, wide=wide)

@@ -1,0 +1,92 @@
+"""Terminal output reads in an 80-column terminal (issue 7, item 14): ``make demo``'s
+``runs``, ``show`` and ``analyze`` rendered at width 80, every header whole, no cell cut
+to "…", every line within 80 columns; ``--wide`` adds the other columns.  Run names and
+labels are printed with control and bidi characters made visible."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import rolloutlab
+from rolloutlab.cli import main
+from rolloutlab.demo_data import write_demo
+from tests.conftest import SAMPLES
+
+
+@pytest.fixture(scope="module")
+def demo_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The store ``make demo`` builds (fewer steps)."""
+    tmp = tmp_path_factory.mktemp("demo")
+    src = write_demo(tmp / "sources", steps=12)  # the verl dump folder
+    store = tmp / "store"
+    rolloutlab.ingest([src], store, name="verl-demo", labels={"arm": "demo"})
+    rolloutlab.ingest([SAMPLES / "nemo_gym" / "grl_sokoban.rollouts.jsonl"], store)
+    rolloutlab.ingest([SAMPLES / "inspect" / "browser.json"], store)
+    return store
+
+
+@pytest.fixture(autouse=True)
+def _width(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("ROLLOUTLAB_CACHE", str(tmp_path / "cache"))
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    assert main(list(argv)) == 0
+    out = capsys.readouterr().out
+    wide = [ln for ln in out.splitlines() if len(ln) > 80]
+    assert not wide, wide
+    return out
+
+
+def _flat(out: str) -> str:
+    return " ".join(out.split())
+
+
+def _header(out: str, first: str) -> list[str]:
+    line = next(ln for ln in out.splitlines() if ln.split()[:1] == [first])
+    return line.split()
+
+
+def test_runs_at_80_columns(demo_store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = _run(capsys, "runs", "--store", str(demo_store))
+    assert _header(out, "run") == ["run", "source", "model", "labels", "steps", "trajs", "reward", "ungr"]
+    assert "…" not in out
+    assert "verl-demo" in out and "arm=demo" in out and "grl_sokoban.ro" in out  # long ids wrap, never cut
+    assert "ungr: share of rollouts not graded" in _flat(out)
+    wide = _run(capsys, "runs", "--store", str(demo_store), "--wide")
+    assert {"name", "status"} <= set(_header(wide, "run"))
+
+
+def test_show_at_80_columns(demo_store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = _run(capsys, "show", "verl-demo", "--store", str(demo_store))
+    assert _header(out, "step") == ["step", "trajs", "groups", "reward", "std", "ungr", "success", "tokens", "turns"]
+    assert "…" not in out
+    assert "success = success as recorded by the source" in _flat(out)
+    wide = _run(capsys, "show", "verl-demo", "--store", str(demo_store), "--wide")
+    assert {"all", "chars"} <= set(_header(wide, "step"))
+
+
+def test_analyze_at_80_columns(demo_store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = _run(capsys, "analyze", "verl-demo", "--store", str(demo_store))
+    assert _header(out, "step")[:5] == ["step", "trajs", "reward", "success", "ungr"]
+    ledger = out[out.index("Group-signal ledger"):]
+    assert _header(ledger, "step") == ["step", "groups", "all", "ok", "all", "fail", "mixed", "zero", "var", "single",
+                                       "signal"]
+    tables = out[out.index("Per step"):out.index("Verdict")]
+    assert "…" not in tables
+    wide = _run(capsys, "analyze", "verl-demo", "--store", str(demo_store), "--wide")
+    assert "all" in _header(wide[wide.index("Per step"):], "step")
+
+
+def test_run_names_and_labels_cannot_drive_the_terminal(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests._verl import write_verl
+
+    dump = write_verl(tmp_path / "dump", {1: [[1, 0]]})
+    store = tmp_path / "store"
+    rolloutlab.ingest([dump], store, name="[bold]x[/] \x1b[2J\u202eevil", labels={"arm": "\x1b]0;title\x07"})
+    out = _run(capsys, "runs", "--store", str(store), "--wide")
+    assert "\x1b" not in out and "\u202e" not in out and "\x07" not in out
+    assert "arm=\\x1b" in out and "u202e" in out and "[bold]x[" in out  # shown as escapes (folded), not markup
