@@ -113,3 +113,23 @@ def test_step_before_reset_is_a_clear_error() -> None:
     env = make_env("guess-number-v0")
     with pytest.raises(RolloutlabError, match="before reset"):
         asyncio.run(env.step("3"))
+
+
+def test_binary_search_script_solves_every_task_within_four() -> None:
+    from rolloutlab.envs.builtin.guess_number import binary_search
+
+    async def go(task: str) -> tuple[int, bool]:
+        env = make_env("guess-number-v0")
+        obs = await env.reset(task=task)
+        msgs = list(obs.messages)
+        for turn in range(1, 5):
+            action = binary_search(msgs)
+            r = await env.step(action)
+            msgs += [{"role": "assistant", "content": action}, *r.messages]
+            if r.terminated:
+                await env.close()
+                return turn, bool(r.info.success)
+        raise AssertionError("not ended")
+
+    results = [asyncio.run(go(f"test/{i}")) for i in range(40)]
+    assert all(ok for _, ok in results) and max(t for t, _ in results) <= 4

@@ -32,8 +32,9 @@ from __future__ import annotations
 import dataclasses
 import random
 import re
+from collections.abc import Sequence
 
-from rolloutlab.envs._core import Action, EnvSpec, Info, Observation, StepResult, Task
+from rolloutlab.envs._core import Action, EnvSpec, Info, Message, Observation, StepResult, Task
 from rolloutlab.envs._registry import ENVS, register_env
 from rolloutlab.io import RolloutlabError
 
@@ -160,3 +161,23 @@ class GuessNumberEnv:
 
     async def close(self) -> None:
         self._target = None
+
+
+def binary_search(messages: Sequence[Message]) -> str:
+    """Scripted policy: the midpoint of the interval the feedback so far leaves (solves every
+    task within ``ceil(log2(n + 1))`` guesses); use as
+    ``scripted:rolloutlab.envs.builtin.guess_number:binary_search``."""
+    first = next(str(m["content"]) for m in messages if m["role"] == "user")
+    m = re.search(r"from 0 to (\d+)", first)
+    lo, hi = 0, int(m.group(1)) if m else 7
+    guess: int | None = None
+    for msg in messages:
+        text = str(msg["content"]).strip()
+        if msg["role"] == "assistant":
+            g = _INT.match(text)
+            guess = int(g.group(1)) if g else None
+        elif guess is not None and text == HIGHER:
+            lo = max(lo, guess + 1)
+        elif guess is not None and text == LOWER:
+            hi = min(hi, guess - 1)
+    return str((lo + hi) // 2)
