@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any
 
 from rolloutlab.envs._core import Action, Info, Observation, StepResult, Task
@@ -58,22 +58,43 @@ _ACTION = re.compile(r"^\s*(\w+)\s*\[(.+)\]\s*$", re.DOTALL)
 
 @dataclass
 class Catalogue:
-    """Products by ASIN, goals by task id, and a BM25 index over the products."""
+    """Products by ASIN and goals by task id; the BM25 index over the products is built on
+    the first search (listing tasks does not need it)."""
 
     products: dict[str, dict[str, Any]]
     goals: dict[str, dict[str, Any]]
-    order: list[str]
-    index: Any
+    order: list[str] = field(default_factory=list)
+
+    @cached_property
+    def index(self) -> Any:
+        import bm25s
+
+        self.order = list(self.products)
+        docs = [
+            " ".join(
+                [
+                    p["Title"],
+                    p["Description"],
+                    *p["BulletPoints"],
+                    *(v for vs in p["options"].values() for v in vs),
+                ]
+            )
+            for p in self.products.values()
+        ]
+        index = bm25s.BM25()
+        index.index(bm25s.tokenize(docs, stopwords="en", show_progress=False), show_progress=False)
+        return index
 
     def search(self, query: str) -> list[str]:
         """ASINs of the top 50 products for ``query`` (BM25), best first."""
         import bm25s
 
+        index = self.index
         tokens = bm25s.tokenize([query], stopwords="en", show_progress=False)
         if not tokens.vocab or len(tokens.ids[0]) == 0:
             return []
         try:
-            idx, scores = self.index.retrieve(tokens, k=TOP_N, show_progress=False)
+            idx, scores = index.retrieve(tokens, k=TOP_N, show_progress=False)
         except ValueError:  # no query word is in the index
             return []
         return [self.order[int(i)] for i, s in zip(idx[0], scores[0], strict=True) if float(s) > 0]
@@ -81,9 +102,7 @@ class Catalogue:
 
 @lru_cache(maxsize=1)
 def catalogue() -> Catalogue:
-    """The bundled catalogue and goals, loaded and indexed once per process."""
-    import bm25s
-
+    """The bundled catalogue and goals, loaded once per process."""
     products = {
         p["asin"]: {**p, "name": p["Title"]}
         for p in read_jsonl(data_path("shopping", "products.jsonl"))
@@ -98,21 +117,7 @@ def catalogue() -> Catalogue:
             "category": p["category"],
             "product_category": p["product_category"],
         }
-    order = list(products)
-    docs = [
-        " ".join(
-            [
-                p["Title"],
-                p["Description"],
-                *p["BulletPoints"],
-                *(v for vs in p["options"].values() for v in vs),
-            ]
-        )
-        for p in products.values()
-    ]
-    index = bm25s.BM25()
-    index.index(bm25s.tokenize(docs, stopwords="en", show_progress=False), show_progress=False)
-    return Catalogue(products=products, goals=goals, order=order, index=index)
+    return Catalogue(products=products, goals=goals)
 
 
 def _task_table() -> dict[str, Task]:
