@@ -59,3 +59,14 @@ def test_report_figures_draw_each_fit_and_name_it() -> None:
         # the drawn polyline is the fit itself: at τ the early line, after it the late one
         assert traces[0]["x"] == list(fit.knots)
         assert traces[0]["y"] == pytest.approx(list(fit.predict(np.array(fit.knots))))
+
+
+def test_report_fit_segments_names_the_fit(tmp_path: Path) -> None:
+    pytest.importorskip("plotly")
+    pytest.importorskip("jinja2")
+    src = write_demo(tmp_path / "src", steps=20)
+    for model in ("segments", "hinge"):
+        out = tmp_path / f"{model}.html"
+        assert main(["report", str(src), "-o", str(out), "--fit", model]) == 0
+        html = out.read_text(encoding="utf-8")
+        assert f"reward {model} fit" in html and f"success {model} fit" in html

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 
@@ -49,6 +49,7 @@ def report(
     store: StoreOpt = None,
     split: Annotated[str | None, typer.Option("--split", help="train, val or eval (default: train if present).")] = None,
     split_at: Annotated[float | None, typer.Option("--split-at", help="Fix the saturation breakpoint at this step.")] = None,
+    fit: Annotated[Literal["hinge", "segments"], typer.Option("--fit", help="Saturation fit: hinge (continuous, one residual variance) or segments (a separate OLS line per segment, each with its own variance).")] = "hinge",
     success_threshold: Annotated[float | None, typer.Option("--success-threshold", help="Success = reward >= this (default: the source's success, else reward == 1 for rewards in [0, 1], else reward > 0).")] = None,
     groups_per_step: Annotated[int, typer.Option("--groups-per-step", help="Groups sampled per step (best, median and worst of each are shown).")] = 3,
     max_chars: Annotated[int, typer.Option("--max-chars", help="Cut every shown text at this many characters.")] = 2000,
@@ -67,7 +68,7 @@ def report(
 
     require("plotly", "jinja2", *(("matplotlib",) if png is not None else ()))
     try:
-        config = ReportConfig(split=split, success_threshold=success_threshold, split_at=split_at,
+        config = ReportConfig(split=split, success_threshold=success_threshold, split_at=split_at, fit=fit,
                               groups_per_step=groups_per_step, max_chars=max_chars, max_turns=max_turns,
                               max_sample_chars=max_sample_chars, title=title)
     except ValueError as e:

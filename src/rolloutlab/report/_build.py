@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from rolloutlab.analysis import Analysis, RunFrame, analyze, compare_runs, load_run
 from rolloutlab.report._figures import Spec, comparison_specs, figure_specs
@@ -35,6 +35,9 @@ class ReportConfig:
     rewards in [0, 1], else reward > 0)."""
     split_at: float | None = None
     """Fix the saturation breakpoint at this step instead of searching it."""
+    fit: Literal["hinge", "segments"] = "hinge"
+    """Saturation fit: the continuous hinge, or a separate OLS line per segment
+    (see ``rolloutlab.analysis._segments`` for when each is right)."""
     groups_per_step: int = 3
     """Groups sampled per step (their best, median and worst members are shown)."""
     max_chars: int = 2000
@@ -87,7 +90,7 @@ def load_report_run(store: Store, run: str, config: ReportConfig = ReportConfig(
                     name: str | None = None) -> ReportRun:
     """Load, analyse and sample one run of ``store``."""
     frame = load_run(store, run, split=config.split, success_threshold=config.success_threshold)
-    a = analyze(frame, split_at=config.split_at)
+    a = analyze(frame, split_at=config.split_at, fit=config.fit)
     samples = sample_trajectories(frame, groups_per_step=config.groups_per_step, max_chars=config.max_chars,
                                   max_turns=config.max_turns, max_total_chars=config.max_sample_chars)
     entry = store.manifest["runs"].get(frame.run_id, {}).get("run", {})
