@@ -125,6 +125,8 @@ def _ingest_locked(st: Store, sources: Sequence[str | Path], *, name: str | None
             st.commit(manifest, staging)
         except BaseException:
             remove_tree(staging)
+            with contextlib.suppress(OSError):  # only when empty: another folder is not ours
+                staging.parent.rmdir()
             raise
     return report
 
@@ -355,7 +357,7 @@ def _read_parts(importer: Importer, todo: list[tuple[str, str, Part, str]], run_
     from concurrent.futures import ProcessPoolExecutor
 
     # spawn, not fork: the parent may hold DuckDB / Arrow thread pools.
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as pool:
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"), initializer=_worker_init) as pool:
         futures = [pool.submit(_read_one, importer, part, run_id, staging, stem, on_error) for _, _, part, stem in todo]
         try:
             for (uid, fp, part, _), fut in zip(todo, futures, strict=True):
@@ -364,6 +366,15 @@ def _read_parts(importer: Importer, todo: list[tuple[str, str, Part, str]], run_
             for f in futures:
                 f.cancel()
             raise
+
+
+def _worker_init() -> None:
+    """Workers leave Ctrl-C to the parent (the terminal sends it to the whole process
+    group): the parent cancels them and removes the staging folder, and no worker prints
+    a KeyboardInterrupt traceback."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _part_fingerprint(part: Part) -> str:
