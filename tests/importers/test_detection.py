@@ -34,7 +34,34 @@ def _csv(samples: Path, dest: Path) -> Path:
     return f
 
 
+def _tau(samples: Path, dest: Path) -> Path:
+    from tests.importers.test_tau_bench import RUN_FILE, _write, results
+
+    _write(dest / RUN_FILE, results())
+    return dest / RUN_FILE
+
+
+def _swe(samples: Path, dest: Path) -> Path:
+    import json
+
+    from tests.importers.test_swe_agent import _traj
+
+    f = dest / "pkg__pkg-1.traj"
+    f.write_text(json.dumps(_traj("submitted")))
+    return f
+
+
+def _verl_agent(samples: Path, dest: Path) -> Path:
+    from tests.importers.test_verl_agent import GROUPS, write_dump
+
+    write_dump(dest, 2, GROUPS)
+    return dest / "2.jsonl"
+
+
 CASES = {
+    "tau_bench": _tau,
+    "swe_agent": _swe,
+    "verl-agent": _verl_agent,
     "nemo_gym/blackjack": _sample("nemo_gym", "blackjack.rollouts.jsonl"),
     "nemo_gym/toolsandbox": _sample("nemo_gym", "toolsandbox.rollouts.jsonl"),
     "inspect/eval": _sample("inspect", "log_read_sample.eval"),
