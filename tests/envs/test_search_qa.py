@@ -346,3 +346,52 @@ def test_check_env() -> None:
 
     report = check_env(ID)
     assert report.ok, str(report)
+
+
+def test_register_a_user_dataset(tmp_path: Path) -> None:
+    from rolloutlab.envs import ENVS
+    from rolloutlab.envs._check import check_env
+
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text(
+        "".join(
+            json.dumps({"id": str(i), "contents": f'"Item {i + 10}"\nItem {i + 10} is kept in box {i * 7}.'})
+            + "\n"
+            for i in range(30)
+        )
+    )
+    qs = tmp_path / "q.jsonl"
+    qs.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "question": f"Which box holds Item {i + 10}?",
+                    "golden_answers": [f"box {i * 7}"],
+                    "split": "test" if i < 10 else "train",
+                    "category": "lookup",
+                }
+            )
+            + "\n"
+            for i in range(30)
+        )
+    )
+    spec = search_qa.register_search_qa("search-qa-boxes-v0", questions=qs, corpus=corpus)
+    try:
+        assert get_env_spec("search-qa-boxes-v0") is spec and spec.splits == ("test", "train")
+        assert len(spec.tasks("test", 0)) == 10 and {
+            t.category for t in spec.tasks("train", 0)
+        } == {"lookup"}
+        report = check_env("search-qa-boxes-v0")
+        assert report.ok, str(report)
+
+        async def go() -> float | None:
+            env = make_env("search-qa-boxes-v0")
+            assert env.spec is spec
+            await env.reset(task="test/3")
+            info = (await env.step("<search>Item 13 box</search>")).messages[0]["content"]
+            assert "Doc 1(Title: Item 13) Item 13 is kept in box 21." in info
+            return (await env.step("<answer>Box 21</answer>")).reward
+
+        assert run(go()) == 1.0
+    finally:
+        ENVS.pop("search-qa-boxes-v0", None)

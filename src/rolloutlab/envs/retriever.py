@@ -115,7 +115,10 @@ def load_corpus_jsonl(path: str | Path) -> list[RetrievedDoc]:
 
 
 class BM25Retriever:
-    """BM25 (``bm25s``, Lucene's variant, English stop words) over an in-memory corpus."""
+    """BM25 (``bm25s``, Lucene's variant, English stop words) over an in-memory corpus.
+
+    ``bm25s``'s default tokenizer keeps words of two or more characters, lower-cased, without
+    stemming: a one-character token (``3``, ``x``) is not indexed."""
 
     def __init__(self, docs: Sequence[RetrievedDoc]) -> None:
         import bm25s

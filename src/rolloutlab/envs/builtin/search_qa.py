@@ -21,7 +21,9 @@ Data: a bundled corpus of 2,470 passages about invented entities and 4,000 quest
 :mod:`rolloutlab.envs.builtin._gen_search_qa` and indexed with BM25 (``bm25s``).  Bring your
 own with ``make_env("search-qa-v0", corpus="wiki.jsonl", questions="nq.jsonl")`` (Search-R1
 JSONL; questions need ``question`` and ``golden_answers``) or a real retriever with
-``retriever_url=...`` (:class:`rolloutlab.envs.retriever.HttpRetriever`).
+``retriever_url=...`` (:class:`rolloutlab.envs.retriever.HttpRetriever`); to list and
+evaluate your own questions from the command line, register them as a new id with
+:func:`register_search_qa`.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from rolloutlab.envs._core import Action, Info, Observation, StepResult, Task
+from rolloutlab.envs._core import Action, EnvSpec, Info, Observation, StepResult, Task
 from rolloutlab.envs._registry import register_env
 from rolloutlab.envs.builtin._sim import data_path, read_jsonl, resolve_task, seeded_order
 from rolloutlab.envs.retriever import BM25Retriever, HttpRetriever, Retriever, format_passages
@@ -148,10 +150,11 @@ class SearchQAEnv:
         topk: int = TOPK,
         max_searches: int = MAX_SEARCHES,
         max_turns: int | None = None,
+        env_id: str = ENV_ID,
     ) -> None:
         from rolloutlab.envs._registry import ENVS
 
-        self.spec = ENVS[ENV_ID]
+        self.spec = ENVS[env_id]  # the id this instance was registered under
         self.topk = topk
         self.max_searches = max_searches
         self.max_turns = max_searches + 1 if max_turns is None else max_turns
@@ -248,3 +251,51 @@ class SearchQAEnv:
 
     async def close(self) -> None:
         await self.retriever.aclose()
+
+
+def register_search_qa(
+    env_id: str,
+    *,
+    questions: str | Path,
+    corpus: str | Path | None = None,
+    retriever_url: str | None = None,
+    topk: int = TOPK,
+    max_searches: int = MAX_SEARCHES,
+) -> EnvSpec:
+    """Register ``env_id`` as Search-R1 QA over your own questions (Search-R1 JSONL with
+    ``question``, ``golden_answers`` and optionally ``id``, ``split``, ``category``) and your
+    corpus or retriever server, so ``rolloutlab eval --env ID`` and ``rolloutlab env check
+    ID`` list and play your tasks.  Call it from the module your ``rolloutlab.envs`` entry
+    point names.  The files are read now: a bad record fails here, naming file and record."""
+    qpath = str(Path(questions).resolve())
+    table = _tasks_of(_questions(qpath))
+    if corpus is not None and retriever_url is None:
+        BM25Retriever.from_jsonl(corpus)  # fail early on a bad corpus
+
+    def user_tasks(split: str, seed: int) -> list[Task]:
+        return seeded_order([t for t in table.values() if t.split == split], seed)
+
+    def factory(**kwargs: Any) -> SearchQAEnv:
+        opts: dict[str, Any] = {
+            "corpus": corpus,
+            "questions": qpath,
+            "retriever_url": retriever_url,
+            "topk": topk,
+            "max_searches": max_searches,
+            **kwargs,
+        }
+        return SearchQAEnv(**opts, env_id=env_id)
+
+    register_env(
+        env_id,
+        description=f"Search-R1 QA over {Path(questions).name}",
+        max_turns=max_searches + 1,
+        action_format="search_r1",
+        reward_range=(0.0, 1.0),
+        tasks=user_tasks,
+        splits=tuple(sorted({t.split for t in table.values()})),
+        requires=() if retriever_url else ("bm25s",),
+    )(factory)
+    from rolloutlab.envs._registry import ENVS
+
+    return ENVS[env_id]
