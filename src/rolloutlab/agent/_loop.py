@@ -490,13 +490,13 @@ async def run_episode(
         error = f"environment failed {len(attempt_errors)} times; last: {attempt_errors[-1]}" if attempt_errors else error
     return _episode(runner, config, task=task, seed=seed, step=step, traj_id=traj_id, group_id=group_id,
                     sample_idx=sample_idx, policy_version=policy_version, error=error, env_id=env_id,
-                    attempt_errors=attempt_errors, close_errors=close_errors)
+                    attempt_errors=attempt_errors, close_errors=close_errors, model=policy.name)
 
 
 def _episode(
     runner: _Episode | None, config: LoopConfig, *, task: Task, seed: int | None, step: int, traj_id: str,
     group_id: str | None, sample_idx: int | None, policy_version: int | None, error: str | None,
-    env_id: str | None, attempt_errors: list[str], close_errors: list[str],
+    env_id: str | None, attempt_errors: list[str], close_errors: list[str], model: str | None,
 ) -> Episode:
     st = runner.state if runner is not None else _State()
     max_turns = runner.max_turns if runner is not None else (config.max_turns or 0)
@@ -524,7 +524,7 @@ def _episode(
             samples = st.tokens.finish()
     traj = Trajectory(
         traj_id=traj_id, step=step, split=config.split, group_id=group_id, sample_idx=sample_idx,
-        task_id=task.id, data_source=env_id, prompt=st.prompt or None, response=st.last_text,
+        task_id=task.id, data_source=env_id, model=model, prompt=st.prompt or None, response=st.last_text,
         reward=reward, reward_components=st.components, success=st.success if reward is not None else None,
         graded=reward is not None, termination=termination, error=ungraded_why,
         num_turns=len(st.turns), prompt_tokens=st.tokens.prompt_tokens if st.tokens else None,
