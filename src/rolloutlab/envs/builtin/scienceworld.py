@@ -22,8 +22,10 @@ result of ``look around``)::
   matches that input.``), an empty or multi-line input, or one longer than 500 characters
   is ``action_valid = False`` (the last three are not sent to the simulator).
 - **Reward**: the change of ScienceWorld's score (0–100, negative on failure) divided by
-  100, so the episode reward is the final score / 100 in [-1, 1]; ``info.score`` is the
-  final score / 100.  ``success`` is a score of 100.
+  100, counted from 0 at reset, so the episode reward is the final score / 100 in [-1, 1]
+  (``info.score``).  Departure: the package counts from the score of the opening state,
+  which some tasks start above 0 (power-component: 7); here the first step carries that
+  part, a constant per task.  ``success`` is a score of 100.
 - **Termination**: the task completed or failed (``terminated``, ``stop_reason``
   ``completed`` / ``failed``); the package's own step limit (``step_limit`` moves, 100 by
   default) ends it as ``truncated`` (``step_limit``).
