@@ -213,3 +213,23 @@ def test_report_file_in_the_browser(viewer: Server, watched: Any, shots: Path, t
     assert page.evaluate("document.querySelectorAll('script:not([src]):not([type])').length") <= 2
     w.assert_clean()
     assert set(w.requests) == {out.as_uri()}
+
+
+def test_evaluation_dashboard_scores_and_grader_text(tmp_path: Path, watched: Any, shots: Path) -> None:
+    """An Inspect log (no train split) shows its score table; a sample opens from it."""
+    from tests.conftest import SAMPLES
+
+    for server in start_viewer(tmp_path):
+        rolloutlab.ingest([SAMPLES / "inspect" / "popularity.json"], server.store)
+        rid = next(r for r in rolloutlab.open_store(server.store).run_ids() if r.startswith("popularity"))
+        w = watched(server.url + "/")
+        page = w.page
+        page.goto(f"{server.url}/runs/{rid}")
+        page.wait_for_selector("#scores")
+        assert page.locator("#scores tbody tr").count() == 3
+        assert "match = I: No" in page.locator("#scores").inner_text()
+        assert page.locator("#figures").count() == 0 and page.locator("#charts").count() == 0
+        page.screenshot(path=shots / "8-eval-scores.png", full_page=True)
+        page.locator("#scores tbody tr").first.locator("a >> text=#0").click()
+        page.wait_for_url("**/traj?**")
+        w.assert_clean()
