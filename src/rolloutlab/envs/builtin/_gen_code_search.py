@@ -711,6 +711,118 @@ BUGS: list[tuple[str, str, str, str, str]] = [
         "self.start))",
         "A job added with every='1h' runs immediately at start instead of one hour later.",
     ),
+    (
+        "textkit",
+        "textkit/slug.py",
+        "slug[:max_length]",
+        "slug[: max_length - 1]",
+        "slugify('abcdefgh', max_length=5) returns 'abcd'; the slug is one character short of max_length.",
+    ),
+    (
+        "textkit",
+        "textkit/wrap.py",
+        "limit - len(suffix)",
+        "limit + len(suffix)",
+        "truncate('abcdefghij', 6) returns 'abcdefghi...' (12 characters) instead of 'abc...'.",
+    ),
+    (
+        "textkit",
+        "textkit/wrap.py",
+        "len(current) + 1 + len(word) > width",
+        "len(current) + 1 + len(word) >= width",
+        "wrap_text('ab cd', width=5) splits 'ab cd' over two lines although it is exactly 5 characters.",
+    ),
+    (
+        "textkit",
+        "textkit/tokens.py",
+        "if self.lowercase:",
+        "if not self.lowercase:",
+        "Tokenizer().tokenize('Hello World') returns ['Hello', 'World']; the default should lower-case.",
+    ),
+    (
+        "ledger",
+        "ledger/money.py",
+        "return -value if negative else value",
+        "return value",
+        "parse_amount('(12.00)') returns 12.00; amounts in parentheses should be negative.",
+    ),
+    (
+        "ledger",
+        "ledger/money.py",
+        'return f"({text})" if value < 0 else text',
+        'return f"({text})" if value > 0 else text',
+        "format_amount(Decimal('5')) prints '($5.00)' as if the amount were negative.",
+    ),
+    (
+        "ledger",
+        "ledger/account.py",
+        "if amount <= 0:",
+        "if amount < 0:",
+        "Account.deposit(0) is accepted and adds a ('deposit', 0) entry to the history; it should raise ValueError.",
+    ),
+    (
+        "ledger",
+        "ledger/account.py",
+        'self.history.append(("withdraw", amount))',
+        'self.history.append(("deposit", amount))',
+        "Withdrawals show up as deposits in Account.history.",
+    ),
+    (
+        "geomkit",
+        "geomkit/vector.py",
+        "Vector(self.x + other.x, self.y + other.y)",
+        "Vector(self.x + other.x, self.y + other.x)",
+        "Vector(1, 2) + Vector(3, 4) gives Vector(4, 5) instead of Vector(4, 6).",
+    ),
+    (
+        "geomkit",
+        "geomkit/vector.py",
+        "math.hypot(self.x, self.y)",
+        "math.hypot(self.x, self.x)",
+        "Vector(3, 4).norm() returns about 4.24 instead of 5.",
+    ),
+    (
+        "geomkit",
+        "geomkit/shapes.py",
+        "return self.width * self.height",
+        "return self.width * self.width",
+        "Rectangle(0, 0, 2, 3).area() returns 4 instead of 6.",
+    ),
+    (
+        "geomkit",
+        "geomkit/mathutil.py",
+        "    if value < low:\n        return low",
+        "    if value < low:\n        return value",
+        "clamp(-5, 0, 10) returns -5; values below the range are not clamped.",
+    ),
+    (
+        "taskq",
+        "taskq/queue.py",
+        "return len(self._items)",
+        "return len(self._items) - 1",
+        "len(TaskQueue()) is -1 for an empty queue.",
+    ),
+    (
+        "taskq",
+        "taskq/queue.py",
+        "heapq.heappop(self._heap)[2]",
+        "heapq.heappop(self._heap)[1]",
+        "PriorityQueue.pop() returns an integer instead of the task that was pushed.",
+    ),
+    (
+        "taskq",
+        "taskq/schedule.py",
+        "j.next_run = now + j.every",
+        "j.next_run = now",
+        "A job returned by Scheduler.due(now) is due again at the same time instead of `every` seconds later.",
+    ),
+    (
+        "taskq",
+        "taskq/retry.py",
+        "sleep(delay)",
+        "sleep(delay * attempt)",
+        "retry(fn, attempts=3, delay=1.0) sleeps 0 s after the first failure instead of 1 s.",
+    ),
 ]
 
 
@@ -793,7 +905,7 @@ def build(seed: int = SEED) -> list[dict[str, Any]]:
             for a, b in itertools.combinations([x for x in BUGS if x[0] == repo], 2)
             if a[1] != b[1]
         ]
-        for a, b in rng.sample(pairs, k=min(20, len(pairs))):
+        for a, b in rng.sample(pairs, k=min(30, len(pairs))):
             tasks.append(task([a, b]))
     rng.shuffle(tasks)
     n_test = round(len(tasks) * TEST_FRACTION)
