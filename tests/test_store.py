@@ -194,3 +194,31 @@ def test_next_ingest_removes_leftovers_of_killed_ones(tmp_path: Path) -> None:
                      if (store / t).exists())
     st = open_store(store)
     assert on_disk == sorted(p for t in ("trajectories", "texts", "turns", "metrics", "rejects") for p in st.files(t))
+
+
+def test_viewer_retry_resolves_the_text_files_again(tmp_path: Path) -> None:
+    """An ingest replaces a step's texts file between the viewer resolving the file list
+    and reading it: the retry must read the newly committed file, not the stale list."""
+    from rolloutlab.viewer._live import StoreView
+    from rolloutlab.viewer._queries import texts
+
+    src = write_verl(tmp_path / "r", {1: [[1, 0]]})
+    store = tmp_path / "s"
+    rolloutlab.ingest([src], store, name="r")
+    view = StoreView(store)
+    real_query = view.query
+    calls: list[list[str]] = []
+
+    def query(sql: str, params: list[object]) -> list[dict[str, object]]:
+        files = next((p for p in params if isinstance(p, list)), None)
+        if files is not None:
+            calls.append(list(files))
+            if len(calls) == 1:  # the ingest lands between the list and the read
+                write_verl(src, {1: [[1, 1, 1]]})
+                rolloutlab.ingest([src], store, name="r")
+        return real_query(sql, params)
+
+    view.query = query  # type: ignore[method-assign]
+    rows = texts(view, "r", "train", 1, "traj_id", "turn_idx = -1", [])
+    assert len(rows) == 3
+    assert len(calls) == 2 and calls[0] != calls[1]

@@ -154,3 +154,19 @@ def test_healthy_store_checks_clean(store: Path, capsys: pytest.CaptureFixture[s
     assert main(["check-store", "--store", str(store), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["healthy"] is True
     assert main(["check-store", "--repair", "--store", str(store)]) == 0
+
+
+@pytest.mark.parametrize("kind", ["deleted", "zeroed"])
+def test_every_read_command_names_the_damage(store: Path, kind: str, tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    bad = _file(store, "trajectories", 2)
+    _damage(bad, kind, other=bad)
+    for argv in (["runs"], ["show", "r"], ["sql", "SELECT count(*) FROM trajectories"], ["analyze", "r"],
+                 ["report", "r", "-o", str(tmp_path / "r.html")]):
+        capsys.readouterr()
+        code = main([*argv, "--store", str(store)])
+        err = capsys.readouterr().err
+        assert "Traceback" not in err, argv
+        assert code in (0, 1), argv
+        lines = [ln for ln in err.splitlines() if str(bad) in ln]
+        assert lines and "check-store --repair" in lines[0], (argv, err)

@@ -15,8 +15,10 @@ recorded (the dashboard's figures use the analysis's rule, which may derive it).
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, ParamSpec, Protocol, TypeVar
 
 from rolloutlab.io import RolloutlabError
 
@@ -39,6 +41,28 @@ TEXTS_IN = "read_parquet(?, union_by_name = true)"
 
 class BadRequest(RolloutlabError):
     """A request parameter the viewer cannot use; the message names it and what is allowed."""
+
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+
+def _resolve_again(fn: Callable[_P, _T]) -> Callable[_P, _T]:
+    """Run a query function once more when reading a store file failed: the second run
+    resolves the list of text files again (an ingest may have replaced one between the
+    list and the read; its commit holds the new list), where a retry of the same
+    statement would read the stale list again (issue 12 § 5)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _T:
+        try:
+            return fn(*args, **kwargs)
+        except BadRequest:
+            raise
+        except RolloutlabError:
+            return fn(*args, **kwargs)
+
+    return wrapper
 
 
 TRAJ_SORTS: dict[str, str] = {
@@ -280,6 +304,7 @@ _CARD_COLUMNS = (
 )
 
 
+@_resolve_again
 def texts(src: Source, run_id: str, split: str, step: int, select: str, where: str,
           params: list[Any]) -> list[dict[str, Any]]:
     """``SELECT {select} FROM texts WHERE run_id, split, step AND {where}`` over only the
@@ -306,6 +331,7 @@ def _with_snippets(src: Source, run_id: str, split: str, step: int, rows: list[d
         r["response_len"] = t.get("response_len")
 
 
+@_resolve_again
 def step_table_page(src: Source, run_id: str, split: str, step: int, f: Filters, *, sort: str, desc: bool,
                     page: int, per_page: int) -> tuple[int, list[dict[str, Any]]]:
     """(matching trajectories, one page of them) for the table view."""
@@ -320,6 +346,7 @@ def step_table_page(src: Source, run_id: str, split: str, step: int, f: Filters,
     return total, rows
 
 
+@_resolve_again
 def step_groups_page(src: Source, run_id: str, split: str, step: int, f: Filters, *, sort: str, desc: bool,
                      page: int, per_page: int) -> tuple[int, list[dict[str, Any]]]:
     """(matching groups, one page of groups with their matching samples) for the group view.
