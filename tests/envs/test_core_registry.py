@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
 import types
 from collections.abc import Iterator
 from importlib.metadata import EntryPoint
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -112,3 +114,28 @@ def test_broken_plugins_are_named(clean_registry: None, monkeypatch: pytest.Monk
     _fake_entry_points(monkeypatch, [EntryPoint("wrong", "fake_plugin_wrong:wrong", _registry.ENTRY_POINT_GROUP)])
     with pytest.raises(RolloutlabError, match="returned str, expected EnvSpec"):
         known_envs()
+
+
+def test_installed_distribution_registers_through_its_entry_point(
+    clean_registry: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A real (if tiny) installed distribution: importlib.metadata finds its dist-info."""
+    pkg = tmp_path / "fake_rl_envs"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text(
+        "from rolloutlab.envs import register_env\n"
+        "from rolloutlab.envs.builtin.guess_number import GuessNumberEnv, guess_number_tasks\n"
+        "register_env('dist-guess-v2', description='installed', max_turns=4, action_format='text',\n"
+        "             reward_range=(0.0, 1.0), tasks=guess_number_tasks)(lambda **kw: GuessNumberEnv(**kw))\n"
+    )
+    info = tmp_path / "fake_rl_envs-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fake-rl-envs\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[{_registry.ENTRY_POINT_GROUP}]\nfake = fake_rl_envs\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+    try:
+        assert "dist-guess-v2" in known_envs()
+        assert get_env_spec("dist-guess-v2").description == "installed"
+    finally:
+        sys.modules.pop("fake_rl_envs", None)
