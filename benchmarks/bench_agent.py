@@ -5,7 +5,9 @@ not share this interpreter's lock) answers every chat completion after ``--laten
 seconds (50 ms).  ``--episodes`` (64) episodes of exactly ``--turns`` (10) turns run
 concurrently through :func:`rolloutlab.agent.run_episodes` with :class:`OpenAIPolicy`
 (the ``openai`` async client) on a trivial echo environment defined here (it never ends
-by itself, so every episode runs the full horizon).  With the policy as the only wait,
+by itself, so every episode runs the full horizon).  A first measurement replaces the
+endpoint by an in-process 50 ms wait, to separate the loop's own cost from the HTTP
+client's; both print the CPU spent per turn.  With the policy as the only wait,
 the ideal is ``episodes / latency`` turns per second (64 / 0.05 = 1,280); the benchmark
 prints turns/s and the ratio to the ideal (target >= 80 %, goal 90 %).  One warm-up
 round, then the best of ``--repeat`` rounds.
@@ -26,7 +28,15 @@ from pathlib import Path
 
 import httpx
 
-from rolloutlab.agent import EpisodeJob, LoopConfig, OpenAIPolicy, run_episodes
+from rolloutlab.agent import (
+    EpisodeJob,
+    GenerateRequest,
+    Generation,
+    LoopConfig,
+    OpenAIPolicy,
+    Policy,
+    run_episodes,
+)
 from rolloutlab.envs import EnvSpec, Observation, StepResult, Task
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,8 +89,26 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def _round(base: str, episodes: int, turns: int) -> tuple[float, int]:
-    policy = OpenAIPolicy(base, "mock", logprobs=False)
+class SleepPolicy:
+    """In-process stand-in for the endpoint: waits ``latency`` then echoes (no HTTP)."""
+
+    name = "sleep"
+    tokenizer = None
+
+    def __init__(self, latency: float) -> None:
+        self.latency = latency
+
+    async def generate(self, request: GenerateRequest) -> Generation:
+        await asyncio.sleep(self.latency)
+        return Generation(text=str(request.messages[-1]["content"]), token_ids=None, logprobs=None,
+                          finish_reason="stop")
+
+    async def close(self) -> None:
+        pass
+
+
+async def _round(base: str | None, episodes: int, turns: int, latency: float) -> tuple[float, int]:
+    policy: Policy = OpenAIPolicy(base, "mock", logprobs=False) if base else SleepPolicy(latency)
     config = LoopConfig(max_turns=turns, max_tokens_per_turn=16, policy_retries=2, policy_backoff_s=0.05)
     jobs = [EpisodeJob(env_factory=EchoEnv, task=Task(id="test/0", split="test"), seed=i, step=0, traj_id=f"e{i}")
             for i in range(episodes)]
@@ -94,6 +122,20 @@ async def _round(base: str, episodes: int, turns: int) -> tuple[float, int]:
     return dt, sum(e.trajectory.num_turns or 0 for e in eps)
 
 
+def _report(what: str, rounds: list[tuple[float, int]], args: argparse.Namespace, cpu: float,
+            srv: float | None) -> None:
+    ideal = args.episodes / args.latency
+    dt, turns = min(rounds)
+    rate = turns / dt
+    n = sum(t for _, t in rounds)
+    print(f"{what} ({args.latency * 1e3:.0f} ms/turn): {args.episodes} episodes x {args.turns} turns = "
+          f"{turns} turns in {dt:.2f} s (best of {len(rounds)})")
+    print(f"  {rate:,.0f} turns/s; ideal {ideal:,.0f} turns/s; ratio {rate / ideal:.1%} (target >= 80%, goal 90%)")
+    server = f", mock server {srv / n * 1e3:.2f} ms" if srv is not None else ""
+    print(f"  CPU per turn: this process {cpu / n * 1e3:.2f} ms{server} "
+          f"({os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f})")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--episodes", type=int, default=64)
@@ -102,29 +144,25 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
 
+    # The loop alone: the endpoint replaced by an in-process 50 ms wait.
+    cpu0 = time.process_time()
+    rounds = [asyncio.run(_round(None, args.episodes, args.turns, args.latency)) for _ in range(args.repeat)]
+    _report("agent loop, in-process policy", rounds, args, time.process_time() - cpu0, None)
+
     port = _free_port()
     base = f"http://127.0.0.1:{port}/v1"
     proc = subprocess.Popen([sys.executable, "-m", "tests._mock_openai", "--port", str(port),
                              "--latency", str(args.latency), "--answer", "echo"], cwd=ROOT)
     try:
         _wait_up(base, proc)
-        asyncio.run(_round(base, args.episodes, 2))  # warm-up: connections, imports
+        asyncio.run(_round(base, args.episodes, 2, args.latency))  # warm-up: connections, imports
         cpu0, srv0 = time.process_time(), _cpu_s(proc.pid)
-        rounds = [asyncio.run(_round(base, args.episodes, args.turns)) for _ in range(args.repeat)]
+        rounds = [asyncio.run(_round(base, args.episodes, args.turns, args.latency)) for _ in range(args.repeat)]
         cpu, srv = time.process_time() - cpu0, _cpu_s(proc.pid) - srv0
     finally:
         proc.terminate()
         proc.wait(timeout=10)
-    ideal = args.episodes / args.latency
-    dt, turns = min(rounds)
-    rate = turns / dt
-    print(f"agent loop vs mock endpoint ({args.latency * 1e3:.0f} ms/turn): {args.episodes} episodes x "
-          f"{args.turns} turns = {turns} turns in {dt:.2f} s (best of {args.repeat})")
-    print(f"  {rate:,.0f} turns/s; ideal {ideal:,.0f} turns/s; ratio {rate / ideal:.1%} "
-          f"(target >= 80%, goal 90%)")
-    n = sum(t for _, t in rounds)
-    print(f"  CPU per turn: agent loop + openai client {cpu / n * 1e3:.2f} ms, mock server {srv / n * 1e3:.2f} ms "
-          f"({os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f})")
+    _report("agent loop + OpenAIPolicy vs mock endpoint over HTTP", rounds, args, cpu, srv)
 
 
 if __name__ == "__main__":

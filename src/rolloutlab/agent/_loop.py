@@ -279,7 +279,8 @@ class _Episode:
 
     async def _env(self, what: str, coro: Any) -> Any:
         try:
-            return await asyncio.wait_for(coro, self.config.env_timeout_s)
+            async with asyncio.timeout(self.config.env_timeout_s):  # no extra task, unlike wait_for
+                return await coro
         except TimeoutError:
             raise _EnvFailure(f"env.{what} did not answer within {self.config.env_timeout_s:g}s") from None
         except _EnvFailure:
@@ -293,7 +294,8 @@ class _Episode:
         errors: list[str] = []
         for attempt in range(c.policy_retries + 1):
             try:
-                gen = await asyncio.wait_for(self.policy.generate(request), c.policy_timeout_s)
+                async with asyncio.timeout(c.policy_timeout_s):
+                    gen = await self.policy.generate(request)
                 return _check_generation(gen, self.state.tokens is not None)
             except TimeoutError:
                 errors.append(f"timed out after {c.policy_timeout_s:g}s")
@@ -483,7 +485,8 @@ async def run_episode(
             break
         finally:
             try:
-                await asyncio.wait_for(env.close(), config.env_timeout_s)
+                async with asyncio.timeout(config.env_timeout_s):
+                    await env.close()
             except Exception as e:  # recorded: a close failure does not undo the episode
                 close_errors.append(f"{type(e).__name__}: {_clean(str(e))[:200]}")
     else:
