@@ -25,7 +25,9 @@ actions on the second and resets the first again.  It checks:
 ==================  ==========================================================================
 
 Every failure message names what was seen and what to change.  Warnings (``info.success``
-never set, ``action_valid`` never set) do not fail the check.
+never set, ``action_valid`` never set) do not fail the check.  The timeout interrupts a
+call only at an ``await``: an environment that blocks the event loop (synchronous work
+inside ``async def``) cannot be cut short, which is itself worth fixing (``asyncio.to_thread``).
 """
 
 from __future__ import annotations
@@ -205,7 +207,7 @@ class _Checker:
             return await asyncio.wait_for(aw, self.timeout)
         except TimeoutError:
             self.bad(check, f"{what} did not return within {self.timeout:g} s: an environment call must not hang "
-                            "(time out blocking work inside the environment, or raise timeout=)")
+                            "(bound slow work inside the environment, or pass a larger timeout= / --timeout)")
         except Exception as e:
             self.bad(check, f"{what} raised {type(e).__name__}: {_clip(str(e))}{fix}")
         raise _Failed
