@@ -33,6 +33,7 @@ import dataclasses
 import random
 import re
 from collections.abc import Sequence
+from functools import cache, lru_cache
 
 from rolloutlab.envs._core import Action, EnvSpec, Info, Message, Observation, StepResult, Task
 from rolloutlab.envs._registry import ENVS, register_env
@@ -56,6 +57,7 @@ def opening(n: int) -> str:
     return f"guess a number from 0 to {n - 1}"
 
 
+@lru_cache(maxsize=4096)
 def target_of(task_id: str, n: int) -> int:
     """The hidden number of task ``task_id`` (a fixed function of the id)."""
     return random.Random(task_id).randrange(n)
@@ -84,6 +86,15 @@ def _resolve(task: Task | str | None, seed: int | None) -> str:
     return tid
 
 
+@cache
+def _spec(n: int, max_turns: int) -> EnvSpec:
+    """The registered spec with this instance's horizon and range (one per parameter pair)."""
+    return dataclasses.replace(
+        ENVS[ID], max_turns=max_turns,
+        description=f"Guess a number in 0..{n - 1} in {max_turns} tries from higher/lower feedback.",
+    )
+
+
 @register_env(
     ID,
     description="Guess a number in 0..7 in 4 tries from higher/lower feedback (tiny, for demos and tests).",
@@ -103,11 +114,7 @@ class GuessNumberEnv:
             raise RolloutlabError(f"{ID}: need n >= 2 and max_turns >= 1, got n={n}, max_turns={max_turns}")
         self.n = n
         self.max_turns = max_turns
-        self.spec = dataclasses.replace(
-            ENVS[ID],
-            max_turns=max_turns,
-            description=f"Guess a number in 0..{n - 1} in {max_turns} tries from higher/lower feedback.",
-        )
+        self.spec = _spec(n, max_turns)
         self._actions = tuple(str(i) for i in range(n))
         self._target: int | None = None
         self._lo = self._hi = self._turn = 0
