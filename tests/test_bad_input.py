@@ -244,6 +244,8 @@ def test_wrong_types_inspect_results_scores(tmp_path: Path) -> None:
     p.write_bytes(orjson.dumps(log))
     with pytest.raises(InputError, match=r"log\.json: results\.scores must be a list, got int 1"):
         rolloutlab.ingest([p], tmp_path / "s")
+    rep = rolloutlab.ingest([p], tmp_path / "s2", on_error="skip")  # the log's header is bad: the file is quarantined
+    assert rep.rejects == 1 and any("quarantined" in w for w in rep.sources[0].warnings)
 
 
 def test_corrupt_deflate_in_eval_archive(tmp_path: Path) -> None:
@@ -284,6 +286,10 @@ def test_tensorboard_absurd_record_length(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="length 9223372036854775808 is past the end of the file") as e:
         rolloutlab.ingest([d], tmp_path / "s")
     assert e.value.path == str(f)
+    rep = rolloutlab.ingest([d], tmp_path / "s2", on_error="skip")
+    assert rep.rejects == 1
+    assert open_store(tmp_path / "s2").sql("SELECT source, error FROM rejects").fetchall() == [
+        (str(f), f"corrupt record at byte {f.stat().st_size - 28}: length 9223372036854775808 is past the end of the file")]
 
 
 def test_unforeseen_exception_is_located_and_called_a_bug(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
