@@ -5,13 +5,14 @@ serves it): its bundled recipe JSONs, its ``CraftingTree`` and its ``TextCraft.s
 logic are used as they are.  Episode::
 
     user:      Crafting commands:
-               craft 4 oak planks using 1 oak log
+               craft 6 oak slab using 3 oak planks
                craft 1 oak button using 1 oak planks
+               craft 4 oak planks using 1 oak logs
                ...
                Goal: craft oak button.
-    assistant: get 1 oak log
-    user:      Got 1 oak log
-    assistant: craft 4 oak planks using 1 oak log
+    assistant: get 1 oak logs
+    user:      Got 1 oak logs
+    assistant: craft 4 oak planks using 1 oak logs
     user:      Crafted 4 minecraft:oak_planks
     assistant: craft 1 oak button using 1 oak planks
     user:      Crafted 1 minecraft:oak_button          reward 1, terminated, success
@@ -25,7 +26,7 @@ logic are used as they are.  Episode::
   horizon (``max_turns`` 30) cuts it.
 - **Tasks**: one per craftable goal item of recipe depth >= 1 (AgentGym's choice; the
   package's own ``reset`` takes depth >= 2); ``category`` is ``depth-D``.  About a fifth of
-  the items (a fixed hash of the item id) form ``test``.  Ids: ``test/oak_button``.
+  the items (a fixed hash of the item id) form ``test``.  Ids: ``train/oak_button``.
 - **Anchor**: the sorted inventory (the state that matters; the goal is fixed by the task).
 
 Departures from the package, for determinism across processes: the package's ``reset``
