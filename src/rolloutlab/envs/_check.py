@@ -41,6 +41,7 @@ import math
 import random
 import re
 import shutil
+import textwrap
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -113,8 +114,8 @@ class CheckReport:
         lines = [f"{self.env_id}: {'ok' if self.ok else 'FAILED'} ({self.episodes} episodes, seed {self.seed})"]
         for r in self.results:
             lines.append(f"  {'ok  ' if r.passed else 'FAIL'} {r.name}")
-            lines += [f"       - {m}" for m in r.messages]
-        lines += [f"  warning: {w}" for w in self.warnings]
+            lines += [textwrap.fill(m, 79, initial_indent="       - ", subsequent_indent=" " * 9) for m in r.messages]
+        lines += [textwrap.fill(w, 79, initial_indent="  warning: ", subsequent_indent=" " * 11) for w in self.warnings]
         return "\n".join(lines)
 
 
