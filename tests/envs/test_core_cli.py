@@ -96,7 +96,8 @@ def test_check_ok_and_failing(capsys: pytest.CaptureFixture[str], extra_envs: No
     assert "\x1b[" not in capsys.readouterr().out
     assert main(["env", "check", "broken-v0", "--episodes", "1"]) == 1
     out = capsys.readouterr().out
-    assert out.startswith("broken-v0: FAILED") and "FAIL reward_range" in out and "widen reward_range" in out
+    assert out.startswith("broken-v0: FAILED") and "FAIL reward_range" in out
+    assert "widen reward_range in the spec" in " ".join(out.split()) and all(len(x) <= 80 for x in out.splitlines())
     assert main(["env", "check", "broken-v0", "--episodes", "1", "--json"]) == 1
     assert json.loads(capsys.readouterr().out)["ok"] is False
 
