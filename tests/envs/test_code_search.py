@@ -369,3 +369,21 @@ def test_history_only_script_through_the_agent_loop() -> None:
     # names every definition the issue mentions: often full credit, not always (some issues
     # name no function, some names are defined twice)
     assert sum(rewards) / len(rewards) > 0.5 and 0 < sum(r == 1.0 for r in rewards) < len(rewards)
+
+
+def test_huge_and_binary_arguments_are_not_echoed() -> None:
+    rs = run(
+        play(
+            "test/0",
+            [
+                T("cat", path="\x00" * 1_000_000),
+                T("cat", path="a" * 1_000_000),
+                T("grep", pattern="(" * 1_000),
+                T("grep", pattern="x", path="../" * 100_000),
+            ],
+        )
+    )
+    for r in rs:
+        assert r.info.action_valid is False and len(r.messages[0]["content"]) < 500, r.messages[0][
+            "content"
+        ][:100]

@@ -300,3 +300,14 @@ def test_script_through_the_agent_loop() -> None:
         )
     )
     assert ep.trajectory.reward == 1.0 and ep.trajectory.termination == "done"
+
+
+def test_huge_and_binary_actions() -> None:
+    async def go() -> None:
+        env = make_env(ID, show_actions=False)
+        await env.reset(task="test/2")
+        for a in ["\x00\xff" * 500_000, "go to " + "cabinet " * 200_000, ""]:
+            r = await env.step(a)
+            assert r.info.action_valid is False and r.messages[0]["content"] == hh.NOTHING
+
+    run(go())

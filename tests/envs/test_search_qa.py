@@ -355,7 +355,12 @@ def test_register_a_user_dataset(tmp_path: Path) -> None:
     corpus = tmp_path / "c.jsonl"
     corpus.write_text(
         "".join(
-            json.dumps({"id": str(i), "contents": f'"Item {i + 10}"\nItem {i + 10} is kept in box {i * 7}.'})
+            json.dumps(
+                {
+                    "id": str(i),
+                    "contents": f'"Item {i + 10}"\nItem {i + 10} is kept in box {i * 7}.',
+                }
+            )
             + "\n"
             for i in range(30)
         )
@@ -395,3 +400,17 @@ def test_register_a_user_dataset(tmp_path: Path) -> None:
         assert run(go()) == 1.0
     finally:
         ENVS.pop("search-qa-boxes-v0", None)
+
+
+def test_huge_and_binary_actions() -> None:
+    async def go() -> None:
+        env = make_env(ID)
+        await env.reset(task="test/1")
+        r = await env.step("\x00\xff" * 500_000)
+        assert r.info.action_valid is False and len(r.messages[0]["content"]) < 500
+        r = await env.step("<search>" + "word " * 200_000 + "</search>")  # cut to 2,000 characters
+        assert r.info.action_valid is True and len(r.messages[0]["content"]) < 5_000
+        r = await env.step("<answer>" + "x" * 1_000_000 + "</answer>")
+        assert r.terminated and r.reward == 0.0
+
+    run(go())

@@ -346,3 +346,16 @@ def test_history_only_script_baseline() -> None:
     rewards = run(go())
     assert all(0.0 <= x <= 1.0 for x in rewards) and sum(rewards) / len(rewards) > 0.6
     assert 0 < sum(x == 1.0 for x in rewards) < len(rewards)  # a baseline, not an oracle
+
+
+def test_huge_and_binary_actions() -> None:
+    async def go() -> None:
+        env = make_env(ID, show_actions=False)
+        await env.reset(task="test/4")
+        for a in ["\x00\xff" * 500_000, "click[" + "x" * 1_000_000 + "]"]:
+            r = await env.step(a)
+            assert r.info.action_valid is False and len(r.messages[0]["content"]) < 2_000
+        r = await env.step("search[" + "shoes " * 100_000 + "]")  # a long query is still a search
+        assert r.info.action_valid is True and "Page 1" in r.messages[0]["content"]
+
+    run(go())

@@ -74,16 +74,25 @@ def _files() -> Mapping[str, str]:
         ) from None
 
 
+def _show(path: object) -> str:
+    """A path for an error message: quoted, cut to 80 characters (the model's text is
+    hostile input: never echo a megabyte back)."""
+    r = repr(path)
+    return r if len(r) <= 80 else r[:79] + "…"
+
+
 def _norm(path: str) -> str:
     """``path`` relative to the repository root; refuses absolute paths and escapes."""
     if not isinstance(path, str) or "\x00" in path:
-        raise PathError(f"bad path {path!r}")
+        raise PathError(f"bad path {_show(path)}")
     p = path.strip().replace("\\", "/")
     if p.startswith("/") or re.match(r"^[A-Za-z]:", p):
-        raise PathError(f"path {path!r} is absolute; paths are relative to the repository root '.'")
+        raise PathError(
+            f"path {_show(path)} is absolute; paths are relative to the repository root '.'"
+        )
     n = posixpath.normpath(p or ".")
     if n == ".." or n.startswith("../"):
-        raise PathError(f"path {path!r} escapes the repository; stay under '.'")
+        raise PathError(f"path {_show(path)} escapes the repository; stay under '.'")
     return "" if n == "." else n
 
 
@@ -106,7 +115,7 @@ def ls(path: str = ".") -> str:
         head, sep, _ = f[len(prefix) :].partition("/")
         entries.add(head + ("/" if sep else ""))
     if not entries:
-        raise PathError(f"no such directory: {path!r}")
+        raise PathError(f"no such directory: {_show(path)}")
     return "\n".join(sorted(entries))
 
 
@@ -123,10 +132,10 @@ def grep(pattern: str, path: str = ".") -> str:
     try:
         rx = re.compile(pattern)
     except re.error as e:
-        raise ValueError(f"bad regular expression {pattern!r}: {e}") from None
+        raise ValueError(f"bad regular expression {_show(pattern)}: {e}") from None
     targets = [d] if d in files else sorted(_under(files, d))
     if not targets:
-        raise PathError(f"no such file or directory: {path!r}")
+        raise PathError(f"no such file or directory: {_show(path)}")
     hits = [
         f"{f}:{i}:{line}"
         for f in targets
@@ -152,7 +161,7 @@ def cat(path: str, start: int = 1, end: int | None = None) -> str:
     files, f = _files(), _norm(path)
     if f not in files:
         raise PathError(
-            f"no such file: {path!r}" + (" (a directory; use ls)" if _under(files, f) else "")
+            f"no such file: {_show(path)}" + (" (a directory; use ls)" if _under(files, f) else "")
         )
     lines = files[f].splitlines()
     lo = max(1, start)
