@@ -146,3 +146,25 @@ def test_lock_holder_pid_is_recorded(tmp_path: Path) -> None:
     with st.lock():  # re-acquired at once: nothing waits on a released lock
         pass
     assert time.monotonic() - t0 < 30
+
+
+def test_kill_9_leftovers_are_removed_by_the_next_ingest(tmp_path: Path) -> None:
+    src = write_verl(tmp_path / "src", {1: [[1, 0]]})
+    store = tmp_path / "s"
+    rolloutlab.ingest([src], store)
+    write_verl(src, {2: [[1, 1]]})
+    proc = subprocess.Popen([sys.executable, "-c", _SLOW_INGEST, "ingest", str(src), "--store", str(store)],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "STAGED"
+        proc.kill()  # SIGKILL: no handler runs, the staging folder stays
+        proc.wait(30)
+    finally:
+        proc.kill()
+    left = list((store / "_staging").rglob("*.parquet"))
+    assert left
+    assert open_store(store).sql("SELECT count(*) FROM trajectories").fetchall() == [(2,)]  # the old state
+    rep = rolloutlab.ingest([src], store)
+    assert len(rep.leftovers_removed) == 1 and not (store / "_staging").exists()
+    assert open_store(store).sql("SELECT count(*) FROM trajectories").fetchall() == [(4,)]
