@@ -358,7 +358,7 @@ def test_pages_never_write_to_the_store(own: tuple[Path, Path]) -> None:
 
 def test_reingest_needs_local_client_and_the_page_token(own: tuple[Path, Path]) -> None:
     store, run_dir = own
-    with client_for(store) as c:
+    with client_for(store, sources=[run_dir]) as c:
         html = c.get(f"/runs/{RUN}").text
         token = re.search(r'name="token" value="([^"]+)"', html)
         assert token is not None
@@ -381,7 +381,7 @@ def test_reingest_needs_local_client_and_the_page_token(own: tuple[Path, Path]) 
         r = c.post(f"/runs/{RUN}/reingest", data={"token": token.group(1)})
         assert r.status_code == 409 and "none of the run&#39;s sources exist any more" in r.text
         assert 'href="/runs/agent"' in r.text and c.get(f"/runs/{RUN}/steps/5").status_code == 200
-    remote = TestClient(create_app(store), base_url=BASE, client=("10.1.2.3", 5555))
+    remote = TestClient(create_app(store, sources=[run_dir.parent]), base_url=BASE, client=("10.1.2.3", 5555))
     with remote:
         html = remote.get(f"/runs/{RUN}").text
         token = re.search(r'name="token" value="([^"]+)"', html)
@@ -416,7 +416,7 @@ def test_live_pickup_of_external_ingest_and_replaced_parts(own: tuple[Path, Path
 
 def test_watch_reingests_unfinished_runs_on_a_timer(own: tuple[Path, Path]) -> None:
     store, run_dir = own
-    with client_for(store, watch=0.2) as c:
+    with client_for(store, watch=0.2, sources=[run_dir]) as c:
         v1 = c.get(f"/api/runs/{RUN}/version").json()["version"]
         add_step_to(run_dir, 5)
         deadline = time.monotonic() + 15

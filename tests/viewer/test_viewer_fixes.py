@@ -290,3 +290,41 @@ def test_viewer_never_writes_to_a_damaged_store(two_runs: Path) -> None:
         c.get("/runs/a")
     after = {p: p.read_bytes() for p in two_runs.rglob("*") if p.is_file()}
     assert before == after
+
+
+# -- 13: re-ingest reads only the sources the user named --------------------------------
+
+
+def test_reingest_reads_only_named_sources(two_runs: Path, tmp_path: Path) -> None:
+    secret = tmp_path / "elsewhere"
+    secret.mkdir()
+    (secret / "1.jsonl").write_bytes(verl_line(1, "the secret prompt", 1.0, output="SECRET-TEXT") + b"\n")
+    m = orjson.loads((two_runs / "_manifest.json").read_bytes())
+    m["runs"]["a"]["sources"] = [str(secret)]  # a manifest from elsewhere names another folder
+    (two_runs / "_manifest.json").write_bytes(orjson.dumps(m))
+    named = tmp_path / "a"  # what the user named when starting the viewer: run a's real source
+    app = create_app(two_runs, sources=[named])
+    with TestClient(app, base_url=BASE, client=("127.0.0.1", 5000)) as c:
+        token = re.search(r'name="token" value="([^"]+)"', c.get("/runs/a").text)
+        assert token is not None
+        r = c.post("/runs/a/reingest", data={"token": token.group(1)})
+        assert r.status_code == 409 and "not among those this viewer may read" in r.text and str(secret) in r.text
+    st = open_store(two_runs)
+    assert st.sql("SELECT count(*) FROM texts WHERE contains(response, 'SECRET')").fetchall()[0][0] == 0
+
+
+def test_without_named_sources_there_is_no_reingest(two_runs: Path) -> None:
+    with client_for(two_runs) as c:
+        page = c.get("/runs/a").text
+        assert 'id="no-reingest"' in page and 'id="reingest"' not in page
+        r = c.post("/runs/a/reingest", data={"token": "x"})
+        assert r.status_code == 403 and "--source PATH" in r.text
+
+
+def test_serve_watch_needs_named_sources(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from rolloutlab.cli import main
+
+    assert main(["serve", str(tmp_path), "--watch", "5"]) == 1
+    assert "--source" in capsys.readouterr().err
+    assert main(["serve", str(tmp_path), "--source", str(tmp_path / "nope")]) == 1
+    assert "no such file or folder" in capsys.readouterr().err

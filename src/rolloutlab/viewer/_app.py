@@ -14,7 +14,9 @@ Routes (GET unless marked)::
 
 Read-only but for one action: ``POST /runs/{run}/reingest`` (and ``watch``, its timer)
 runs :func:`rolloutlab.ingest` on the sources the manifest records for that run, which
-writes only inside the store.  It answers only clients on the loopback interface, and
+writes only inside the store — and only on those the user named when starting the
+viewer (``sources``, ``serve --source``): a manifest is data, and a store from elsewhere
+must not make the viewer read other files of the machine.  It answers only clients on the loopback interface, and
 only with the page's token (so another web page cannot make the browser post it).
 Everything else reads, through the fixed SQL of :mod:`._queries`.  No route takes a file
 path: static files are a fixed list, texts come from the store's tables.
@@ -33,7 +35,7 @@ import logging
 import math
 import secrets
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -86,14 +88,16 @@ PER_PAGE = {"groups": (10, 20, 50, 100), "table": (25, 50, 100, 200)}
 class Viewer:
     """The state one app holds: the store, the analyses, re-ingest, and the page renderer."""
 
-    def __init__(self, path: Path, *, watch: float | None, reingest: bool) -> None:
+    def __init__(self, path: Path, *, watch: float | None, reingest: bool, sources: Sequence[str | Path] = ()) -> None:
         self.path = path
+        self.sources = [Path(s).resolve() for s in sources]
+        """What re-ingest may read: the recorded sources inside these (named when the viewer started)."""
         self.view = StoreView(path)
         self.analyses = Analyses(path)
         self.env = environment(HERE / "templates")
         self.token = secrets.token_urlsafe(24)
         self.watch = watch
-        self.can_reingest = reingest
+        self.can_reingest = reingest and bool(self.sources)
         self.flash: dict[str, str] = {}
         self._ingest_lock = threading.Lock()
         self.static: dict[str, Path] = {p.name: p for p in (HERE / "static").iterdir() if p.is_file()}
@@ -129,9 +133,18 @@ class Viewer:
             if fmt == "mapped":
                 raise RolloutlabError(f"run {run_id!r} was ingested with --map; re-ingest it from the command line "
                                       "with the same --map options")
-            sources = [s for s in entry.get("sources", []) if Path(s).exists()]
-            gone = [s for s in entry.get("sources", []) if not Path(s).exists()]
+            # The manifest is data (a store may come from elsewhere): only sources the user
+            # named when starting the viewer are read, whatever the manifest lists.
+            recorded = [str(s) for s in entry.get("sources", [])]
+            refused = [s for s in recorded if not self.named(s)]
+            sources = [s for s in recorded if s not in refused and Path(s).exists()]
+            gone = [s for s in recorded if s not in refused and not Path(s).exists()]
             if not sources:
+                if refused and not gone:
+                    raise RolloutlabError(
+                        "the run's recorded sources are not among those this viewer may read "
+                        f"({', '.join(map(str, self.sources)) or 'none named'}): {', '.join(refused)}; "
+                        "start it with --source naming them, or re-ingest from the command line")
                 raise RolloutlabError(f"none of the run's sources exist any more: {', '.join(gone) or 'none recorded'}")
             # The name maps back to this run only when the run id is its slug (an unnamed
             # second source of the same name got a suffix: then detection finds it).
@@ -149,7 +162,14 @@ class Viewer:
             msg += f", {pending} still being written (left for the next re-ingest)"
         if gone:
             msg += f"; missing sources skipped: {', '.join(gone)}"
+        if refused:
+            msg += f"; sources not named with --source skipped: {', '.join(refused)}"
         return msg
+
+    def named(self, source: str) -> bool:
+        """Whether a recorded source is, or lies inside, a path named with ``sources``."""
+        p = Path(source).resolve()
+        return any(p == s or p.is_relative_to(s) for s in self.sources)
 
     def watch_loop(self, interval: float, stop: threading.Event) -> None:
         """Re-ingest every run that has not finished, every ``interval`` seconds."""
@@ -209,13 +229,16 @@ def _hostname(host_header: str) -> str:
 
 
 def create_app(store: str | Path, *, watch: float | None = None, allowed_hosts: set[str] | frozenset[str] | None = None,
-               reingest: bool = True) -> FastAPI:
+               reingest: bool = True, sources: Sequence[str | Path] = ()) -> FastAPI:
     """The viewer of ``store`` (which may not exist yet: its pages say so).
 
     ``watch``: re-ingest unfinished runs every this many seconds.  ``allowed_hosts``: the
     Host headers answered (default: the loopback names, which blocks DNS-rebinding
-    pages; ``{"*"}`` answers any).  ``reingest``: offer the re-ingest button."""
-    v = Viewer(Path(store), watch=watch, reingest=reingest)
+    pages; ``{"*"}`` answers any).  ``reingest``: offer the re-ingest button.
+    ``sources``: the files and folders re-ingest may read — a run's recorded sources
+    outside them are never read (the manifest is data, not an instruction); with none
+    named there is no re-ingest."""
+    v = Viewer(Path(store), watch=watch, reingest=reingest, sources=sources)
     hosts = LOOPBACK_HOSTS if allowed_hosts is None else frozenset(allowed_hosts)
 
     @contextlib.asynccontextmanager
@@ -434,7 +457,9 @@ def create_app(store: str | Path, *, watch: float | None = None, allowed_hosts: 
     async def reingest_post(request: Request, run_id: str) -> Response:
         client = request.client.host if request.client else ""
         if not v.can_reingest:
-            return v.message("Re-ingest is off", "This viewer was started without re-ingest.", status=403)
+            return v.message("Re-ingest is off", "This viewer was started without re-ingest, or without naming "
+                             "the sources it may read.", status=403,
+                             hint=f"rolloutlab serve {v.path} --source PATH  (the run's source file or folder)")
         if client not in ("127.0.0.1", "::1") and not client.startswith("127."):
             return v.message("Forbidden", "Re-ingest is accepted from this machine only.", status=403)
         origin = request.headers.get("origin")
@@ -482,10 +507,11 @@ def create_app(store: str | Path, *, watch: float | None = None, allowed_hosts: 
 
 
 def serve(store: str | Path, *, host: str = "127.0.0.1", port: int = 8000, watch: float | None = None,
-          log_level: str = "info") -> None:
-    """Run the viewer with uvicorn until interrupted."""
+          log_level: str = "info", sources: Sequence[str | Path] = ()) -> None:
+    """Run the viewer with uvicorn until interrupted (``sources``: see :func:`create_app`)."""
     import uvicorn
 
     allowed = allowed_hosts_for(host)
     hosts = frozenset({"*"}) if allowed is None else allowed
-    uvicorn.run(create_app(store, watch=watch, allowed_hosts=hosts), host=host, port=port, log_level=log_level)
+    uvicorn.run(create_app(store, watch=watch, allowed_hosts=hosts, sources=sources), host=host, port=port,
+                log_level=log_level)
