@@ -7,7 +7,9 @@ concurrently through :func:`rolloutlab.agent.run_episodes` with :class:`OpenAIPo
 (the ``openai`` async client) on a trivial echo environment defined here (it never ends
 by itself, so every episode runs the full horizon).  A first measurement replaces the
 endpoint by an in-process 50 ms wait, to separate the loop's own cost from the HTTP
-client's; both print the CPU spent per turn.  With the policy as the only wait,
+client's; then both transports of ``OpenAIPolicy`` run (``lean``: the built-in HTTP/1.1
+client; ``openai``: the ``openai`` package's client); each prints the CPU spent per turn
+in this process and in the mock server.  With the policy as the only wait,
 the ideal is ``episodes / latency`` turns per second (64 / 0.05 = 1,280); the benchmark
 prints turns/s and the ratio to the ideal (target >= 80 %, goal 90 %).  One warm-up
 round, then the best of ``--repeat`` rounds.
@@ -25,8 +27,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-
-import httpx
+from typing import Literal
 
 from rolloutlab.agent import (
     EpisodeJob,
@@ -69,15 +70,15 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _wait_up(base: str, proc: subprocess.Popen[bytes]) -> None:
+def _wait_up(host: str, port: int, proc: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise SystemExit("the mock server exited")
         try:
-            if httpx.get(f"{base}/models", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
+            socket.create_connection((host, port), timeout=1).close()
+            return
+        except OSError:
             pass
         time.sleep(0.1)
     raise SystemExit("the mock server did not start within 30 s")
@@ -107,8 +108,9 @@ class SleepPolicy:
         pass
 
 
-async def _round(base: str | None, episodes: int, turns: int, latency: float) -> tuple[float, int]:
-    policy: Policy = OpenAIPolicy(base, "mock", logprobs=False) if base else SleepPolicy(latency)
+async def _round(base: str | None, episodes: int, turns: int, latency: float,
+                 client: Literal["lean", "openai"] = "lean") -> tuple[float, int]:
+    policy: Policy = OpenAIPolicy(base, "mock", logprobs=False, client=client) if base else SleepPolicy(latency)
     config = LoopConfig(max_turns=turns, max_tokens_per_turn=16, policy_retries=2, policy_backoff_s=0.05)
     jobs = [EpisodeJob(env_factory=EchoEnv, task=Task(id="test/0", split="test"), seed=i, step=0, traj_id=f"e{i}")
             for i in range(episodes)]
@@ -149,21 +151,25 @@ def main() -> None:
     rounds = [asyncio.run(_round(None, args.episodes, args.turns, args.latency)) for _ in range(args.repeat)]
     _report("agent loop, in-process policy", rounds, args, time.process_time() - cpu0, None)
 
-    port = _free_port()
-    base = f"http://127.0.0.1:{port}/v1"
-    proc = subprocess.Popen([sys.executable, "-m", "tests._mock_openai", "--port", str(port),
-                             "--latency", str(args.latency), "--answer", "echo"], cwd=ROOT)
-    try:
-        _wait_up(base, proc)
-        asyncio.run(_round(base, args.episodes, 2, args.latency))  # warm-up: connections, imports
-        cpu0, srv0 = time.process_time(), _cpu_s(proc.pid)
-        rounds = [asyncio.run(_round(base, args.episodes, args.turns, args.latency)) for _ in range(args.repeat)]
-        cpu, srv = time.process_time() - cpu0, _cpu_s(proc.pid) - srv0
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-    _report("agent loop + OpenAIPolicy vs mock endpoint over HTTP", rounds, args, cpu, srv)
-
+    for server in ("fastapi", "raw"):
+        port = _free_port()
+        base = f"http://127.0.0.1:{port}/v1"
+        proc = subprocess.Popen([sys.executable, "-m", "tests._mock_openai", "--port", str(port),
+                                 "--latency", str(args.latency), "--answer", "echo",
+                                 *(["--raw"] if server == "raw" else [])], cwd=ROOT)
+        try:
+            _wait_up("127.0.0.1", port, proc)
+            client: Literal["lean", "openai"]
+            for client in ("lean", "openai"):
+                asyncio.run(_round(base, args.episodes, 2, args.latency, client))  # warm-up: connections, imports
+                cpu0, srv0 = time.process_time(), _cpu_s(proc.pid)
+                rounds = [asyncio.run(_round(base, args.episodes, args.turns, args.latency, client))
+                          for _ in range(args.repeat)]
+                cpu, srv = time.process_time() - cpu0, _cpu_s(proc.pid) - srv0
+                _report(f"loop + OpenAIPolicy(client={client!r}) vs {server} mock over HTTP", rounds, args, cpu, srv)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
 
 if __name__ == "__main__":
     main()

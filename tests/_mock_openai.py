@@ -11,7 +11,8 @@ JSON), ``"nochoices"`` (JSON without choices).
 
 In-process: ``with MockOpenAI(answer=...) as m: m.base_url``.  As a separate process
 (benchmarks, so the server does not share the client's interpreter lock):
-``python -m tests._mock_openai --port N --latency 0.05 --answer guess``.
+``python -m tests._mock_openai --port N --latency 0.05 --answer guess`` (``--raw``: the
+same chat completions from a bare asyncio server, for the benchmark).
 """
 
 from __future__ import annotations
@@ -175,15 +176,64 @@ class MockOpenAI:
             self._thread.join(timeout=10)
 
 
+def chat_response(mock: MockOpenAI, body: dict[str, Any]) -> dict[str, Any]:
+    """A plain chat completion (no tools, no faults) for the raw server below."""
+    text = str(mock.answer(body["messages"]))
+    logprobs = {"content": [{"token": ch, "logprob": -0.5, "bytes": None, "top_logprobs": []} for ch in text]} \
+        if body.get("logprobs") else None
+    return {"id": f"chatcmpl-{mock.requests}", "object": "chat.completion", "created": int(time.time()),
+            "model": body.get("model", mock.model),
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop",
+                         "logprobs": logprobs}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": len(text), "total_tokens": 1 + len(text)}}
+
+
+async def serve_raw(mock: MockOpenAI, port: int) -> None:
+    """``/v1/chat/completions`` on a bare asyncio HTTP/1.1 server (keep-alive, Content-Length).
+
+    For the benchmark: uvicorn without httptools parses HTTP in pure Python (h11) and
+    costs about 1 ms of CPU per request, more than the agent loop it is meant to measure."""
+    import orjson
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                n = 0
+                for h in head.split(b"\r\n"):
+                    if h[:15].lower() == b"content-length:":
+                        n = int(h[15:])
+                body = orjson.loads(await reader.readexactly(n))
+                mock.requests += 1
+                if mock.latency_s:
+                    await asyncio.sleep(mock.latency_s)
+                out = orjson.dumps(chat_response(mock, body))
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+                             % len(out) + out)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", port, backlog=1024)
+    async with server:
+        await server.serve_forever()
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--latency", type=float, default=0.0)
     ap.add_argument("--answer", choices=sorted(ANSWERS), default="echo")
+    ap.add_argument("--raw", action="store_true", help="bare asyncio server (chat completions only)")
     a = ap.parse_args(argv)
     import uvicorn
 
     mock = MockOpenAI(answer=ANSWERS[a.answer], latency_s=a.latency)
+    if a.raw:
+        asyncio.run(serve_raw(mock, a.port))
+        return
     uvicorn.run(make_app(mock), host="127.0.0.1", port=a.port, log_level="warning", access_log=False, lifespan="off")
 
 

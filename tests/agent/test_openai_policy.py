@@ -4,6 +4,7 @@ through the completions route, tool calls, and endpoint faults (500, timeout, ga
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -34,6 +35,12 @@ def mock() -> Iterator[MockOpenAI]:
         yield m
 
 
+@pytest.fixture(params=["lean", "openai"])
+def transport(request: pytest.FixtureRequest) -> str:
+    """Every endpoint test runs through both transports."""
+    return str(request.param)
+
+
 @pytest.fixture(autouse=True)
 def _clear(mock: MockOpenAI) -> None:
     mock.faults.clear()
@@ -52,8 +59,8 @@ def _run(policy: OpenAIPolicy, config: LoopConfig = FAST) -> Episode:
     return asyncio.run(go())
 
 
-def test_chat_episode_with_logprobs(mock: MockOpenAI) -> None:
-    ep = _run(OpenAIPolicy(mock.base_url, "mock"))
+def test_chat_episode_with_logprobs(transport: str, mock: MockOpenAI) -> None:
+    ep = _run(OpenAIPolicy(mock.base_url, "mock", client=transport))
     t = ep.trajectory
     assert t.termination == "done" and t.reward == 1.0 and t.success and t.split == "eval"
     assert [u.action for u in t.turns] == ["3", "5", "6"]
@@ -63,8 +70,8 @@ def test_chat_episode_with_logprobs(mock: MockOpenAI) -> None:
     assert "return_tokens_as_token_ids" not in body  # not sent to servers that may refuse it
 
 
-def test_chat_token_ids_through_vllm_extension(mock: MockOpenAI) -> None:
-    policy = OpenAIPolicy(mock.base_url, "mock", extra_body={"return_tokens_as_token_ids": True})
+def test_chat_token_ids_through_vllm_extension(transport: str, mock: MockOpenAI) -> None:
+    policy = OpenAIPolicy(mock.base_url, "mock", client=transport, extra_body={"return_tokens_as_token_ids": True})
 
     async def go() -> Any:
         try:
@@ -78,13 +85,13 @@ def test_chat_token_ids_through_vllm_extension(mock: MockOpenAI) -> None:
 
 
 @pytest.mark.parametrize("field", [True, False])
-def test_token_in_token_out_through_completions(mock: MockOpenAI, field: bool) -> None:
+def test_token_in_token_out_through_completions(transport: str, mock: MockOpenAI, field: bool) -> None:
     tok = CharTokenizer()
     replies = iter(["3", "5", "6"])
     mock.complete = lambda ids: [*tok.encode_chars(next(replies)), IM_END]
     mock.token_ids_field = field  # choices[].token_ids, or only token_id:N logprob tokens
     try:
-        ep = _run(OpenAIPolicy(mock.base_url, "mock", tokenizer=tok))
+        ep = _run(OpenAIPolicy(mock.base_url, "mock", client=transport, tokenizer=tok))
     finally:
         mock.token_ids_field = True
     assert ep.trajectory.success and len(ep.samples) == 1
@@ -99,33 +106,33 @@ def test_token_in_token_out_through_completions(mock: MockOpenAI, field: bool) -
     assert all(b["return_token_ids"] is True for b in mock.bodies)
 
 
-def test_completions_without_token_ids_is_a_clear_error(mock: MockOpenAI) -> None:
+def test_completions_without_token_ids_is_a_clear_error(transport: str, mock: MockOpenAI) -> None:
     mock.faults.extend(["nochoices"] * 3)
-    ep = _run(OpenAIPolicy(mock.base_url, "mock", tokenizer=CharTokenizer()))
+    ep = _run(OpenAIPolicy(mock.base_url, "mock", client=transport, tokenizer=CharTokenizer()))
     assert ep.trajectory.termination == "error" and "no choices" in (ep.trajectory.error or "")
 
 
 @pytest.mark.parametrize("fault", ["500", "timeout", "garbage", "nochoices"])
-def test_endpoint_fault_retried(mock: MockOpenAI, fault: str) -> None:
+def test_endpoint_fault_retried(transport: str, mock: MockOpenAI, fault: str) -> None:
     mock.faults.extend([fault, fault])
-    ep = _run(OpenAIPolicy(mock.base_url, "mock", timeout_s=0.5))
+    ep = _run(OpenAIPolicy(mock.base_url, "mock", client=transport, timeout_s=0.5))
     assert ep.trajectory.termination == "done" and ep.trajectory.reward == 1.0
 
 
-@pytest.mark.parametrize("fault,why", [("500", "InternalServerError"), ("timeout", "Timeout"),
-                                       ("garbage", "Error"), ("nochoices", "no choices")])
-def test_endpoint_fault_exhausted_marks_episode(mock: MockOpenAI, fault: str, why: str) -> None:
+@pytest.mark.parametrize("fault,why", [("500", "500"), ("timeout", r"Timeout|within 0\.5s"),
+                                       ("garbage", "Error|not JSON"), ("nochoices", "no choices")])
+def test_endpoint_fault_exhausted_marks_episode(transport: str, mock: MockOpenAI, fault: str, why: str) -> None:
     mock.faults.extend([fault] * 3)
-    ep = _run(OpenAIPolicy(mock.base_url, "mock", timeout_s=0.5))
+    ep = _run(OpenAIPolicy(mock.base_url, "mock", client=transport, timeout_s=0.5))
     t = ep.trajectory
     assert t.termination == "error" and t.graded is False and t.reward is None
-    assert "policy failed 3 times" in (t.error or "") and why in (t.error or "")
+    assert "policy failed 3 times" in (t.error or "") and re.search(why, t.error or "")
 
 
-def test_tool_calls_come_back_parsed(mock: MockOpenAI) -> None:
+def test_tool_calls_come_back_parsed(transport: str, mock: MockOpenAI) -> None:
     old = mock.answer
     mock.answer = lambda m: {"content": None, "tool_calls": [{"name": "ls", "arguments": '{"path": "."}'}]}
-    policy = OpenAIPolicy(mock.base_url, "mock")
+    policy = OpenAIPolicy(mock.base_url, "mock", client=transport)
 
     async def go() -> Any:
         try:
@@ -146,7 +153,8 @@ def test_tool_calls_come_back_parsed(mock: MockOpenAI) -> None:
 
 def test_make_policy_specs() -> None:
     p = make_policy("openai:http://127.0.0.1:9/v1:my-model")
-    assert isinstance(p, OpenAIPolicy) and p.model == "my-model" and str(p.client.base_url).startswith("http://127.0.0.1:9/v1")
+    assert isinstance(p, OpenAIPolicy) and p.model == "my-model" and p.base_url == "http://127.0.0.1:9/v1"
+    assert p.transport == "lean" and OpenAIPolicy("https://api.example.com/v1", "m").transport == "openai"
     assert make_policy("random").name == "random"
     assert make_policy("scripted:echo").name == "scripted:echo"
     for bad in ["openai:my-model", "gpt", "scripted:nope", "hf:"]:

@@ -1,28 +1,21 @@
-"""Policy backends: an OpenAI-compatible endpoint, scripted and random policies, and
-``make_policy(spec)`` for the command line.
+"""Policy backends: scripted and random policies, and ``make_policy(spec)`` for the command
+line (``OpenAIPolicy`` lives in ``_openai``, the local Hugging Face policy in ``_hf``).
 
-``OpenAIPolicy`` speaks the ``openai`` async client's chat-completions API to any
-OpenAI-compatible server (vLLM, SGLang, a hosted API).  With a :class:`ChatTokenizer` it
-works token-in/token-out through the completions API instead: the prompt is sent as token
-ids and the sampled ids come back through vLLM's extensions (``return_token_ids`` gives
-``choices[i].token_ids``; ``return_tokens_as_token_ids`` spells each logprob token
-``token_id:N``).  A server that offers neither gives a clear error; without a tokenizer the
-policy is text-only (evaluation, no training samples).  The client's own retries are off:
-the agent loop retries with backoff and records the failure.
+Scripts for ``scripted:NAME`` are functions from the message history to the reply,
+registered with :func:`register_script` (``echo``, ``guess-number``) or named as
+``module:function``.
 """
 
 from __future__ import annotations
 
 import importlib
-import json
 import math
 import random
-import ssl
 from collections.abc import Callable, Sequence
-from typing import Any
 
-from rolloutlab.agent._types import ChatTokenizer, FinishReason, GenerateRequest, Generation, Policy
-from rolloutlab.envs import Message, ToolInvocation
+from rolloutlab.agent._openai import OpenAIPolicy, PolicyError
+from rolloutlab.agent._types import ChatTokenizer, GenerateRequest, Generation, Policy
+from rolloutlab.envs import Message
 from rolloutlab.io import RolloutlabError
 
 __all__ = [
@@ -35,10 +28,6 @@ __all__ = [
     "make_policy",
     "register_script",
 ]
-
-
-class PolicyError(RolloutlabError):
-    """A policy backend answered with something that is not a generation (retried by the loop)."""
 
 
 Script = Callable[[Sequence[Message]], str]
@@ -156,148 +145,6 @@ class RandomPolicy:
 
     async def close(self) -> None:
         pass
-
-
-_FINISH: dict[str, FinishReason] = {"stop": "stop", "length": "length", "tool_calls": "tool_calls",
-                                    "function_call": "tool_calls", "eos": "stop", "abort": "error"}
-
-
-class OpenAIPolicy:
-    """A model behind an OpenAI-compatible endpoint (see the module docstring)."""
-
-    def __init__(self, base_url: str, model: str, *, api_key: str = "EMPTY", tokenizer: ChatTokenizer | None = None,
-                 timeout_s: float = 600.0, logprobs: bool = True, extra_body: dict[str, Any] | None = None,
-                 clients: int = 8) -> None:
-        import openai
-
-        self.name = f"openai:{model}"
-        self.model, self.tokenizer = model, tokenizer
-        self.logprobs = logprobs
-        self.extra_body = dict(extra_body or {})
-        # Several clients, used in turn: httpx's connection pool scans every connection on
-        # each request, so one pool of 64 busy connections costs more CPU per request than
-        # eight pools of eight (benchmarks/bench_agent.py).
-        # One TLS context for all of them (building one costs about 0.2 s of CPU).
-        tls = ssl.create_default_context()
-        self.clients = [openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout_s,
-                                           http_client=openai.DefaultAsyncHttpxClient(verify=tls))
-                        for _ in range(max(1, clients))]
-        self._next = 0
-
-    @property
-    def client(self) -> Any:
-        """The next client, round robin."""
-        self._next = (self._next + 1) % len(self.clients)
-        return self.clients[self._next]
-
-    async def generate(self, request: GenerateRequest) -> Generation:
-        if self.tokenizer is not None and request.prompt_ids is not None:
-            return await self._complete(request)
-        return await self._chat(request)
-
-    async def _chat(self, request: GenerateRequest) -> Generation:
-        from openai.types.chat import ChatCompletion
-
-        body: dict[str, Any] = {
-            "model": self.model, "messages": [dict(m) for m in request.messages], "max_tokens": request.max_tokens,
-            "temperature": request.temperature, "top_p": request.top_p,
-        }
-        if request.tools:
-            body["tools"] = list(request.tools)
-        if request.stop:
-            body["stop"] = list(request.stop)
-        if request.seed is not None:
-            body["seed"] = request.seed
-        if self.logprobs:
-            body["logprobs"] = True
-        # The client's low-level post: its transport, auth and typed errors, without the
-        # recursive TypedDict transform of create(), which re-walks the whole history each
-        # turn and cost most of the loop's CPU per turn (benchmarks/bench_agent.py).
-        resp = await self.client.post("/chat/completions", cast_to=ChatCompletion, body={**body, **self.extra_body})
-        choices = getattr(resp, "choices", None)
-        if not choices:
-            raise PolicyError(f"endpoint returned no choices: {str(resp)[:200]!r}")
-        ch = choices[0]
-        msg = ch.message
-        if msg is None:
-            raise PolicyError("endpoint returned a choice without a message")
-        text = msg.content or ""
-        calls = tuple(_tool_call(c) for c in (msg.tool_calls or []))
-        lps = None
-        if ch.logprobs is not None and ch.logprobs.content:
-            lps = tuple(float(x.logprob) for x in ch.logprobs.content)
-        ids = _extra_ids(ch) or _ids_from_tokens([x.token for x in ch.logprobs.content] if ch.logprobs and ch.logprobs.content else [])
-        if ids is not None and lps is not None and len(ids) != len(lps):
-            ids = None
-        return Generation(text=text, token_ids=ids, logprobs=lps,
-                          finish_reason=_FINISH.get(str(ch.finish_reason), "stop"), tool_calls=calls)
-
-    async def _complete(self, request: GenerateRequest) -> Generation:
-        assert self.tokenizer is not None and request.prompt_ids is not None
-        body: dict[str, Any] = {"return_token_ids": True, "return_tokens_as_token_ids": True,
-                                "skip_special_tokens": False, **self.extra_body}
-        from openai.types import Completion
-
-        body.update(model=self.model, prompt=list(request.prompt_ids), max_tokens=request.max_tokens,
-                    temperature=request.temperature, top_p=request.top_p, logprobs=1)
-        if request.seed is not None:
-            body["seed"] = request.seed
-        resp = await self.client.post("/completions", cast_to=Completion, body=body)
-        choices = getattr(resp, "choices", None)
-        if not choices:
-            raise PolicyError(f"endpoint returned no choices: {str(resp)[:200]!r}")
-        ch = choices[0]
-        lp = ch.logprobs
-        if lp is None or lp.token_logprobs is None:
-            raise PolicyError("endpoint returned no logprobs; token-in/token-out needs a vLLM/SGLang-style server")
-        ids = _extra_ids(ch) or _ids_from_tokens(lp.tokens or [])
-        if ids is None:
-            raise PolicyError(
-                "endpoint returned no token ids (needs vLLM's return_token_ids or return_tokens_as_token_ids); "
-                "use the policy without a tokenizer for text-only evaluation"
-            )
-        lps = tuple(float(x) if x is not None else 0.0 for x in lp.token_logprobs)
-        if len(lps) != len(ids):
-            raise PolicyError(f"endpoint returned {len(ids)} token ids but {len(lps)} logprobs")
-        return Generation(text=self.tokenizer.decode(ids), token_ids=ids, logprobs=lps,
-                          finish_reason=_FINISH.get(str(ch.finish_reason), "stop"))
-
-    async def close(self) -> None:
-        for c in self.clients:
-            await c.close()
-
-
-def _tool_call(c: Any) -> ToolInvocation:
-    fn = c.function
-    try:
-        args = json.loads(fn.arguments) if fn.arguments else {}
-    except ValueError:
-        args = {"_raw": fn.arguments}  # the env reports the bad arguments as an invalid action
-    if not isinstance(args, dict):
-        args = {"_raw": fn.arguments}
-    return ToolInvocation(name=fn.name, arguments=args, id=c.id)
-
-
-def _extra_ids(choice: Any) -> tuple[int, ...] | None:
-    """``choices[i].token_ids`` (vLLM ``return_token_ids``), when present."""
-    extra = getattr(choice, "model_extra", None) or {}
-    ids = extra.get("token_ids")
-    if isinstance(ids, list) and all(isinstance(i, int) for i in ids):
-        return tuple(ids)
-    return None
-
-
-def _ids_from_tokens(tokens: Sequence[str]) -> tuple[int, ...] | None:
-    """Ids from logprob tokens spelled ``token_id:N`` (vLLM ``return_tokens_as_token_ids``)."""
-    if not tokens:
-        return None
-    out: list[int] = []
-    for t in tokens:
-        head, sep, num = t.partition(":")
-        if head != "token_id" or not sep or not num.isdigit():
-            return None
-        out.append(int(num))
-    return tuple(out)
 
 
 def make_policy(spec: str, *, parser: str = "text", seed: int = 0, api_key: str | None = None) -> Policy:
