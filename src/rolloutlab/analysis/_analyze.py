@@ -74,7 +74,8 @@ class Analysis:
             out["replay"] = self.replay.to_dict()
         if self.sets is not None:
             out["sets"] = self.sets.to_dict()
-            out["cardinality"] = self.cardinality.to_dict()
+            if self.cardinality is not None:
+                out["cardinality"] = self.cardinality.to_dict()
         return out
 
     def tables(self) -> dict[str, pd.DataFrame]:
@@ -162,7 +163,10 @@ def analyze(frame: RunFrame, *, split_at: float | None = None, replay: bool = Tr
     sets_df = frame.sets()
     if len(sets_df):
         sets = set_scores(sets_df)
-        cardinality = cardinality_explains(sets_df)
+        if sets_df["step"].nunique() >= 2:
+            cardinality = cardinality_explains(sets_df)
+        else:  # one evaluation, or one step: there is no early → late change to explain
+            skipped["cardinality"] = "one step: no early → late change of F1 to explain"
         if len(steps) >= 2:
             for level, tab in sets.table.groupby("level"):
                 f1 = tab.set_index("step")["micro_f1"].dropna()
