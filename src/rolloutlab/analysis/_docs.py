@@ -14,6 +14,7 @@ from pathlib import Path
 
 SECTIONS = [
     ("Loading a run; what counts as success", "rolloutlab.analysis._data"),
+    ("The success rule", "rolloutlab.analysis._success"),
     ("The per-step table", "rolloutlab.analysis._steps"),
     ("The group-signal ledger", "rolloutlab.analysis._ledger"),
     ("pass@k vs mean reward", "rolloutlab.analysis._passk"),
