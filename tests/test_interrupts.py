@@ -168,3 +168,22 @@ def test_kill_9_leftovers_are_removed_by_the_next_ingest(tmp_path: Path) -> None
     rep = rolloutlab.ingest([src], store)
     assert len(rep.leftovers_removed) == 1 and not (store / "_staging").exists()
     assert open_store(store).sql("SELECT count(*) FROM trajectories").fetchall() == [(4,)]
+
+
+def test_ctrl_c_during_commit_in_library_use_is_keyboard_interrupt(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outside the CLI, Python's own Ctrl-C stays: KeyboardInterrupt, after the swap."""
+    import rolloutlab.io._store as store_mod
+
+    real = store_mod.write_atomic
+
+    def interrupted_write(path: Path, data: bytes) -> None:
+        os.kill(os.getpid(), signal.SIGINT)
+        real(path, data)
+
+    monkeypatch.setattr(store_mod, "write_atomic", interrupted_write)
+    src = write_verl(tmp_path / "src", {1: [[1, 0]]})
+    with pytest.raises(KeyboardInterrupt):
+        rolloutlab.ingest([src], tmp_path / "s")
+    monkeypatch.setattr(store_mod, "write_atomic", real)
+    assert open_store(tmp_path / "s").sql("SELECT count(*) FROM trajectories").fetchall() == [(2,)]

@@ -97,8 +97,9 @@ class ManifestUnreadable(Exception):
 
 
 def load_manifest(p: Path) -> dict[str, Any]:
-    """Read and check a manifest: every run has ``run`` and ``parts``, every part its
-    ``files`` (table → relative path) and ``fingerprint``; else :class:`ManifestUnreadable`."""
+    """Read and check a manifest: ``runs`` an object, every run with ``run`` and
+    ``parts``, every part with its ``files`` (table → relative path); else
+    :class:`ManifestUnreadable`, so that no reader meets a KeyError later."""
     try:
         m = orjson.loads(p.read_bytes())
     except orjson.JSONDecodeError as e:
@@ -132,7 +133,10 @@ def _signals_deferred() -> Iterator[None]:
         for s, h in old.items():
             signal.signal(s, h)
     if got:
-        raise Interrupted(got[0], committed=True)
+        first = signal.Signals(got[0])
+        if callable(old[first]) and old[first] is not signal.default_int_handler:  # the CLI's handlers
+            raise Interrupted(first, committed=True)
+        signal.raise_signal(first)  # what the caller had: KeyboardInterrupt, termination, or nothing
 
 
 class Store:
