@@ -234,3 +234,16 @@ def test_checkpoints_each_evaluated_with_hf(tmp_path: Path, capsys: pytest.Captu
     assert main(["ingest", str(out), "--store", str(tmp_path / "store"), "--name", "ck"]) == 0
     st = rolloutlab.open_store(tmp_path / "store")
     assert sorted(r[0] for r in st.sql("SELECT DISTINCT step FROM trajectories WHERE split = 'eval'").fetchall()) == [10, 20]
+
+
+def test_every_config_field_has_a_cli_option() -> None:
+    import dataclasses
+    import inspect
+
+    from rolloutlab.cli.eval import eval_
+
+    params = set(inspect.signature(eval_).parameters)
+    renamed = {"max_tokens_per_turn": "max_tokens", "invalid_action_penalty": "invalid_penalty",
+               "env_timeout_s": "env_timeout"}
+    missing = [f.name for f in dataclasses.fields(EvalConfig) if renamed.get(f.name, f.name) not in params]
+    assert not missing, f"EvalConfig fields without a CLI option: {missing}"

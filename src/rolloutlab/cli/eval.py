@@ -28,6 +28,9 @@ def eval_(
     temperature: Annotated[float, typer.Option("--temperature", help="Sampling temperature.")] = 1.0,
     top_p: Annotated[float, typer.Option("--top-p", help="Nucleus sampling threshold.")] = 1.0,
     invalid_penalty: Annotated[float | None, typer.Option("--invalid-penalty", help="Reward of an unparseable reply (default: none).")] = None,
+    env_timeout: Annotated[float, typer.Option("--env-timeout", help="Seconds one environment call may take.")] = 60.0,
+    env_retries: Annotated[int, typer.Option("--env-retries", help="Fresh-environment restarts of a failed episode.")] = 2,
+    policy_retries: Annotated[int, typer.Option("--policy-retries", help="Retries of a failed policy call (with backoff).")] = 3,
     json_: JsonOpt = False,
 ) -> None:
     """Evaluate N tasks x K samples; writes eval/<checkpoint>/episodes.jsonl and summary.json."""
@@ -49,7 +52,8 @@ def eval_(
         env=env, out=out, policy=policy, checkpoints=checkpoints, parser=parser, episodes=episodes,
         samples=samples, split=split, seed=seed, concurrency=concurrency, executor=executor,  # type: ignore[arg-type]
         max_turns=max_turns, max_tokens_per_turn=max_tokens, temperature=temperature, top_p=top_p,
-        invalid_action_penalty=invalid_penalty,
+        invalid_action_penalty=invalid_penalty, env_timeout_s=env_timeout, env_retries=env_retries,
+        policy_retries=policy_retries,
     )
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TimeRemainingColumn(), console=err_console, transient=False, disable=json_) as bar:
