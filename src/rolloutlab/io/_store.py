@@ -340,7 +340,7 @@ class Store:
         runs = self.manifest["runs"]
         if run in runs:
             return run
-        by_name = [rid for rid, r in runs.items() if r["run"]["name"] == run]
+        by_name = [rid for rid, r in runs.items() if r["run"].get("name") == run]
         if len(by_name) == 1:
             return by_name[0]
         pref = [rid for rid in runs if rid.startswith(run)]
