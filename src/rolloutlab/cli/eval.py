@@ -62,7 +62,7 @@ def eval_(
         def progress(p: EvalProgress) -> None:
             if p.checkpoint not in tasks:
                 tasks[p.checkpoint] = bar.add_task(p.checkpoint, total=p.total)
-            bar.update(tasks[p.checkpoint], completed=p.done, description=p.line()[:60])
+            bar.update(tasks[p.checkpoint], completed=p.done, description=p.line()[:48])
 
         summaries = run_eval(config, on_progress=progress)
     if json_:

@@ -78,10 +78,11 @@ class Progress:
             self.errors += 1
 
     def line(self) -> str:
+        name = self.checkpoint[:16]
         if not self.graded:
-            return f"{self.checkpoint}: errors {self.errors}"
-        return (f"{self.checkpoint}: success {self.solved / self.graded:.3f}  "
-                f"reward {self.reward_sum / self.graded:.3f}  errors {self.errors}")
+            return f"{name} errors {self.errors}"
+        return (f"{name} success {self.solved / self.graded:.2f} "
+                f"reward {self.reward_sum / self.graded:.2f} err {self.errors}")
 
 
 def targets(config: EvalConfig) -> list[Target]:
