@@ -132,3 +132,24 @@ def test_horizon_cut_is_max_turns_with_zero_reward() -> None:
     # the last turn's observation is not appended: the sample ends with the sampled ids
     assert ep.samples[0].loss_mask[-1] == 1
     assert ep.turn_rewards == [0.0, 0.0] and ep.anchors == ["start", "higher@0"]
+
+
+def test_truncated_reply_gets_its_closing_tokens_masked() -> None:
+    """A reply cut by the token cap has no EOS: the template's <|im_end|> and newline that
+    close it were not sampled, so they are mask 0 and the sample stays merged."""
+    tok = CharTokenizer()
+
+    class Truncating(TokenPolicy):
+        async def generate(self, request: Any) -> Any:
+            g = await super().generate(request)
+            ids = list(g.token_ids)[:-1]  # drop the EOS: finish_reason "length"
+            self.sampled[-1] = ids
+            return type(g)(text=tok.decode(ids), token_ids=tuple(ids), logprobs=g.logprobs[:-1], finish_reason="length")
+
+    policy = Truncating(tok)
+    ep = _run(policy, target=6)
+    assert len(ep.samples) == 1 and ep.trajectory.extras["finish_reasons"] == ["length"] * 3
+    _check_invariants(ep, policy)
+    s = ep.samples[0]
+    first_end = s.response_ids.index(IM_END)
+    assert s.loss_mask[first_end] == 0 and s.response_ids[first_end + 1] == NL and s.loss_mask[first_end + 1] == 0
