@@ -30,17 +30,18 @@ def _sample(df: pd.DataFrame, rows: int) -> pd.DataFrame:
 _COUNTS = frozenset({"trajectories", "groups", "signal_groups"})
 
 
-def _table(con: Console, df: pd.DataFrame, cols: list[str], title: str, rows: int, digits: int = 3) -> None:
+def _table(con: Console, df: pd.DataFrame, cols: list[str], title: str, rows: int, digits: int = 3, *,
+           wide: bool = False) -> None:
     """A per-step table in the 80-column house style (:mod:`rolloutlab.cli._tables`):
     short headers, explained in a line under it; counts as whole numbers."""
-    from rolloutlab.cli._tables import Col, header, legend, make_table
+    from rolloutlab.cli._tables import Col, header, legend, make_table, print_table
 
     cols = [c for c in cols if c in df.columns]
     heads = ["step", *(header(c) for c in cols)]
     t = make_table([Col(h) for h in heads], title=title)
     for step, r in _sample(df, rows).iterrows():
         t.add_row(str(step), *(_count(r[c]) if c in _COUNTS else _f(r[c], digits) for c in cols))
-    con.print(t)
+    print_table(con, t, wide=wide)
     note = legend(heads)
     if note is not None:
         con.print(note)
@@ -71,7 +72,7 @@ def render_analysis(a: Any, comparison: Any = None, *, rows: int = 12, wide: boo
         rng = f" [steps {f.steps[0]}–{f.steps[1]}]" if f.steps else ""
         con.print(Text(f"{i:2d}. {f.text}{rng}"))
     con.print()
-    _table(con, a.steps, STEP_COLUMNS_WIDE if wide else STEP_COLUMNS, "Per step", rows)
+    _table(con, a.steps, STEP_COLUMNS_WIDE if wide else STEP_COLUMNS, "Per step", rows, wide=wide)
     if not a.ledger.empty:
         _table(con, a.ledger, ["groups", "frac_all_correct", "frac_all_wrong", "frac_mixed", "frac_zero_variance",
                                "frac_singleton", "signal_groups"], "Group-signal ledger", rows, 2)

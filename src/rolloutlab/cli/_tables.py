@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from rich import box
+from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
@@ -103,3 +104,18 @@ def legend(headers: Iterable[str]) -> Text | None:
     """A dim line saying what the short headers among ``headers`` mean (None: none used)."""
     parts = [f"{h}: {LEGEND[h]}" for h in dict.fromkeys(headers) if h in LEGEND]
     return Text("; ".join(parts), style="dim") if parts else None
+
+
+def print_table(con: Console, table: Table, *, wide: bool = False) -> None:
+    """Print ``table``.  With ``wide`` (``--wide``) a table wider than the terminal is
+    printed at its natural width — lines longer than the terminal, nothing folded or
+    cropped; without it the table is fitted to the terminal (text folds)."""
+    from rich.measure import Measurement
+
+    need = Measurement.get(con, con.options.update_width(100_000), table).maximum if wide else 0
+    if need <= con.width:
+        con.print(table)
+        return
+    out = Console(file=con.file, width=need, highlight=False, no_color=con.no_color,
+                  force_terminal=con.is_terminal)
+    out.print(table)

@@ -18,7 +18,7 @@ def runs(store: StoreOpt = None, json_: JsonOpt = False, wide: WideOpt = False) 
     from rich.console import Console
     from rich.text import Text
 
-    from rolloutlab.cli._tables import Col, cell, legend, make_table
+    from rolloutlab.cli._tables import Col, cell, legend, make_table, print_table
     from rolloutlab.io import open_store
 
     st = open_store(store_path(store))
@@ -55,7 +55,7 @@ def runs(store: StoreOpt = None, json_: JsonOpt = False, wide: WideOpt = False) 
         }
         t.add_row(*(values[c.header] for c in shown))
     con = Console(highlight=False)
-    con.print(t)
+    print_table(con, t, wide=wide)
     note = legend(c.header for c in shown)
     if note is not None:
         con.print(note)

@@ -113,7 +113,7 @@ def show(
         if json_:
             out(recs)
             return
-        from rolloutlab.cli._tables import Col, legend, make_table
+        from rolloutlab.cli._tables import Col, legend, make_table, print_table
 
         several = len({r["split"] for r in recs}) > 1
         spec = [*([Col("split", False)] if several else []), Col("step"), Col("trajs"), Col("groups"), Col("reward"), Col("std"),
@@ -130,7 +130,7 @@ def show(
                       "success": _pct(r["success_rate"]), "tokens": _fmt(r["mean_response_tokens"], 1),
                       "chars": _fmt(r["mean_response_chars"], 0), "turns": _fmt(r["mean_turns"], 2)}
             tab.add_row(*(values[c.header] for c in shown))
-        con.print(tab)
+        print_table(con, tab, wide=wide)
         note = legend(c.header for c in shown)
         if note is not None:
             con.print(note)
@@ -168,7 +168,7 @@ def show(
     if json_:
         out(recs)
         return
-    from rolloutlab.cli._tables import Col, cell, make_table
+    from rolloutlab.cli._tables import Col, cell, make_table, print_table
 
     spec = [Col("group", False), Col("#"), Col("traj", False, True), Col("reward"), Col("success"), Col("end", False),
             Col("turns"), Col("tools", wide_only=True), Col("response", False)]
@@ -180,7 +180,7 @@ def show(
                   "end": r["termination"] or "", "turns": _fmt(r["num_turns"]), "tools": _fmt(r["tool_calls"]),
                   "response": cell(safe_text((r["response"] or "").replace("\n", " "), 80))}
         tab.add_row(*(values[c.header] for c in shown))
-    con.print(tab)
+    print_table(con, tab, wide=wide)
 
 
 def _print_traj(con: Any, t: dict[str, Any], texts: list[dict[str, Any]], turns: list[dict[str, Any]], max_chars: int) -> None:
