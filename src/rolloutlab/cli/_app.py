@@ -23,6 +23,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Plain click help: typer's rich help imports rich's Markdown renderer (markdown-it)
+    # and its traceback module, which would double the start time of `--help`.
+    rich_markup_mode=None,
 )
 
 err_console = Console(stderr=True)

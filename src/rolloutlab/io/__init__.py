@@ -1,19 +1,53 @@
-"""Run directories, importers of foreign formats, and the Parquet + DuckDB store."""
+"""Run directories, importers of foreign formats, and the Parquet + DuckDB store.
 
-from rolloutlab.io._errors import (
-    DiskFull,
-    IncompleteTail,
-    InputError,
-    RecordError,
-    RolloutlabError,
-    StoreDamaged,
-    StoreWarning,
-)
-from rolloutlab.io._health import HealthReport, check_store
-from rolloutlab.io._ingest import IngestReport, SourceReport, ingest, supported_formats
-from rolloutlab.io._rundir import RunWriter, read_run, read_trajectories
-from rolloutlab.io._sink import PartSink, TurnData
-from rolloutlab.io._store import Store, default_store, open_store
+The names below are imported on first use (PEP 562), so that ``import rolloutlab`` and
+the command line's ``--help`` do not pay for pyarrow, duckdb and pydantic.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rolloutlab.io._errors import (
+        DiskFull,
+        IncompleteTail,
+        InputError,
+        RecordError,
+        RolloutlabError,
+        StoreDamaged,
+        StoreWarning,
+    )
+    from rolloutlab.io._health import HealthReport, check_store
+    from rolloutlab.io._ingest import IngestReport, SourceReport, ingest, supported_formats
+    from rolloutlab.io._rundir import RunWriter, read_run, read_trajectories
+    from rolloutlab.io._sink import PartSink, TurnData
+    from rolloutlab.io._store import Store, default_store, open_store
+
+_WHERE = {
+    **dict.fromkeys(("DiskFull", "IncompleteTail", "InputError", "RecordError", "RolloutlabError", "StoreDamaged",
+                     "StoreWarning"), "_errors"),
+    **dict.fromkeys(("HealthReport", "check_store"), "_health"),
+    **dict.fromkeys(("IngestReport", "SourceReport", "ingest", "supported_formats"), "_ingest"),
+    **dict.fromkeys(("RunWriter", "read_run", "read_trajectories"), "_rundir"),
+    **dict.fromkeys(("PartSink", "TurnData"), "_sink"),
+    **dict.fromkeys(("Store", "default_store", "open_store"), "_store"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    mod = _WHERE.get(name)
+    if mod is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{mod}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
 
 __all__ = [
     "DiskFull",
