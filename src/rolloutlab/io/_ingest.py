@@ -114,11 +114,12 @@ def _ingest_locked(st: Store, sources: Sequence[str | Path], *, name: str | None
         staging.mkdir(parents=True)
         try:
             for src in sources:
-                report.sources.append(
-                    _ingest_source(Path(src), st, manifest, staging, name=name, labels=labels or {},
-                                   format=format, mapping=mapping, split=split, on_error=on_error, progress=progress,
-                                   jobs=jobs)
-                )
+                for one in _expand_runs(Path(src), format=format, mapping=mapping):
+                    report.sources.append(
+                        _ingest_source(one, st, manifest, staging, name=name, labels=labels or {},
+                                       format=format, mapping=mapping, split=split, on_error=on_error,
+                                       progress=progress, jobs=jobs)
+                    )
             _check_duplicate_steps(manifest)
             for rid, entry in manifest["runs"].items():
                 _refresh_run(rid, entry)
@@ -129,6 +130,19 @@ def _ingest_locked(st: Store, sources: Sequence[str | Path], *, name: str | None
                 staging.parent.rmdir()
             raise
     return report
+
+
+def _expand_runs(src: Path, *, format: str | None, mapping: dict[str, str] | None) -> list[Path]:
+    """A folder of runs (one per sub-folder, as its importer lists them) is one source
+    per run; anything else is itself."""
+    if mapping or not src.is_dir():
+        return [src]
+    with importer_boundary(None, src):
+        importer = detect_format(src, format=format, quiet=True)
+    if importer is None:
+        return [src]
+    with importer_boundary(importer, src):
+        return importer.sub_runs(src) or [src]
 
 
 def _ingest_source(

@@ -130,6 +130,11 @@ class Importer:
     def parts(self, src: Path) -> list[Part]:
         raise NotImplementedError
 
+    def sub_runs(self, src: Path) -> list[Path]:
+        """The runs inside ``src`` when it is a folder of runs (one per sub-folder), each
+        ingested as its own source; ``[]`` when ``src`` is one run (the default)."""
+        return []
+
     def read(self, part: Part, sink: PartSink, ctx: ReadContext) -> None:
         raise NotImplementedError
 
