@@ -289,8 +289,10 @@ class Store:
         if self._con is None:
             con = duckdb.connect(":memory:")
             con.register("runs", runs_table(self.manifest))
+            damaged = {p for e in self.manifest["runs"].values() for part in e["parts"].values()
+                       for p in damaged_files(self.path, part)}
             for table in DATA_TABLES:
-                files = [str(f) for f in self._intact(table)]
+                files = [str(f) for f in self._intact(table, damaged)]
                 if files:
                     try:
                         _create_view(con, table, files)
@@ -318,12 +320,10 @@ class Store:
                               StoreWarning, stacklevel=4)
         return out
 
-    def _intact(self, table: str) -> list[Path]:
-        """The committed files of ``table`` that pass the cheap check (present, of the size
-        written); the others are left out of the views with one warning each, so that
-        queries not needing them still work."""
-        damaged = {p for e in self.manifest["runs"].values() for part in e["parts"].values()
-                   for p in damaged_files(self.path, part)}
+    def _intact(self, table: str, damaged: set[Path]) -> list[Path]:
+        """The committed files of ``table`` not in ``damaged`` (missing, or not of the size
+        written: one ``stat`` each); those are left out of the views with one warning each,
+        so that queries not needing them still work."""
         for p in sorted(f for f in damaged if f.parent.parent.name == table):
             warnings.warn(f"{p} is missing or damaged; its rows are left out. Run `rolloutlab check-store --repair "
                           f"--store {self.path}`, then ingest the sources again", StoreWarning, stacklevel=4)
