@@ -20,7 +20,7 @@ def check_store(
     from rolloutlab.io._health import check_store as run_check
     from rolloutlab.io._health import report_json
 
-    rep = run_check(store_path(store), repair=repair)
+    rep = run_check(store_path(store), repair=repair, on_wait=lambda m: err_console.print(m, highlight=False))
     if json_:
         typer.echo(report_json(rep).decode())
     else:

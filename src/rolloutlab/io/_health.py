@@ -11,6 +11,7 @@ by an empty manifest (every source is then read again).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -77,9 +78,11 @@ def _expected_rows(part: dict[str, Any], table: str) -> int | None:
     return n if isinstance(n, int) else None
 
 
-def check_store(path: str | Path, *, repair: bool = False) -> HealthReport:
+def check_store(path: str | Path, *, repair: bool = False,
+                on_wait: Callable[[str], None] | None = None) -> HealthReport:
     """Check every file the manifest lists; with ``repair`` (under the writers' lock),
-    drop the damaged parts from the manifest so that the next ingest reads them again."""
+    drop the damaged parts from the manifest so that the next ingest reads them again
+    (``on_wait`` is told when an ingest holds the lock)."""
     root = Path(path)
     if not (root / MANIFEST).exists():
         raise RolloutlabError(f"no store at {root} (nothing to check)")
@@ -89,7 +92,7 @@ def check_store(path: str | Path, *, repair: bool = False) -> HealthReport:
         return rep
     st = Store.__new__(Store)  # the constructor would already fall back to the previous manifest
     st.path, st._con = root, None
-    with st.lock():
+    with st.lock(on_wait):
         manifest = _check(root, rep)
         st.manifest_fallback = rep.manifest_problem is not None  # then no .prev of a broken manifest
         if rep.healthy:
