@@ -234,6 +234,12 @@ def test_checkpoints_each_evaluated_with_hf(tmp_path: Path, capsys: pytest.Captu
     assert main(["ingest", str(out), "--store", str(tmp_path / "store"), "--name", "ck"]) == 0
     st = rolloutlab.open_store(tmp_path / "store")
     assert sorted(r[0] for r in st.sql("SELECT DISTINCT step FROM trajectories WHERE split = 'eval'").fetchall()) == [10, 20]
+    # the checkpoint curve: analyze and report read the evaluation
+    assert main(["analyze", "ck", "--store", str(tmp_path / "store"), "--split", "eval", "--json"]) == 0
+    steps = [row["step"] for row in json.loads(capsys.readouterr().out)["steps"]]
+    assert steps == [10, 20]
+    assert main(["report", "ck", "--store", str(tmp_path / "store"), "-o", str(tmp_path / "r.html")]) == 0
+    assert (tmp_path / "r.html").stat().st_size > 10_000
 
 
 def test_every_config_field_has_a_cli_option() -> None:
