@@ -502,17 +502,30 @@ class PartSink:
                 continue
             batch = pa.Table.from_pydict(cols, schema=self._schemas[table])
             self._cols[table] = {k: [] for k in cols}
-            w = self._writers.get(table)
-            if w is None:
-                path = self.out_dir / table / f"{self.stem}.parquet"
-                path.parent.mkdir(parents=True, exist_ok=True)
-                # lz4: half the cost of zstd at ingest (benchmarks/bench_ingest.py); statistics
-                # only where queries filter (min/max of long texts cost time and help nothing).
-                w = pq.ParquetWriter(path, self._schemas[table], compression="lz4", write_statistics=_STATS[table])
-                self._writers[table] = w
-                self.files[table] = str(path.relative_to(self.out_dir))
-            self._pending.append(_writer_pool().submit(w.write_table, batch))
+            self._write(table, batch)
         self._check_pending()
+
+    def add_arrow(self, table: str, rows: pa.Table) -> None:
+        """Append rows already built as Arrow (the native-reader fast paths,
+        :mod:`rolloutlab.io._fastpath`): written to the same file as the rows added one
+        by one.  ``rows`` must have the table's schema; counts are the caller's."""
+        if not rows.schema.equals(self._schemas[table]):
+            raise ValueError(f"{table}: rows do not have the table's schema:\n{rows.schema}")
+        if rows.num_rows:
+            self._write(table, rows)
+            self._check_pending()
+
+    def _write(self, table: str, batch: pa.Table) -> None:
+        w = self._writers.get(table)
+        if w is None:
+            path = self.out_dir / table / f"{self.stem}.parquet"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            # lz4: half the cost of zstd at ingest (benchmarks/bench_ingest.py); statistics
+            # only where queries filter (min/max of long texts cost time and help nothing).
+            w = pq.ParquetWriter(path, self._schemas[table], compression="lz4", write_statistics=_STATS[table])
+            self._writers[table] = w
+            self.files[table] = str(path.relative_to(self.out_dir))
+        self._pending.append(_writer_pool().submit(w.write_table, batch))
 
     def _check_pending(self, *, wait: bool = False) -> None:
         keep = []

@@ -164,7 +164,11 @@ class VerlImporter(Importer):
             self._read_console(path, sink)
 
     def _read_dump(self, path: Path, file_step: int, split: str, sink: PartSink, ctx: ReadContext) -> None:
-        if self._read_dump_fast(path, file_step, split, sink):
+        # The native reader first (pyarrow's, on whole columns), then orjson column by
+        # column; both refuse what they cannot read exactly, and the lines below say why.
+        from rolloutlab.io.importers._verl_fast import read_dump_native
+
+        if read_dump_native(path, file_step, split, sink) or self._read_dump_fast(path, file_step, split, sink):
             return
         group_sizes: dict[str, int] = {}
         hashes: dict[str, str] = {}
@@ -288,6 +292,8 @@ class VerlImporter(Importer):
             i = counter.get(g, 0)
             counter[g] = i + 1
             sample_idx.append(i)
+        if len(set(map(tuple, recs))) > 1:  # extras and reward components keep each record's key order
+            return False
         extra_keys = [k for k in dict.fromkeys(k for r in recs for k in r) if k not in _CORE or k == "gts"]
         comps: list[dict[str, Any]] = [{} for _ in range(n)]
         extras: list[dict[str, Any]] = [{} for _ in range(n)]

@@ -1,0 +1,141 @@
+"""The native-reader fast path: a well-formed JSONL file read by pyarrow's JSON reader.
+
+The line reader (:func:`rolloutlab.io._files.iter_jsonl`) parses each line with orjson
+into Python objects that are then converted back to Arrow: most of an ingest's time.
+pyarrow's reader parses a whole file straight into Arrow columns (on all cores), and the
+columns can be written as they are.  It is used only where it gives exactly what the line
+reader gives; every helper here answers ``None`` (or False) when it cannot be sure, and
+the importer then reads the file line by line, which locates any error.
+
+What the reader cannot tell, and how it is made safe:
+
+- a missing key and a ``null`` value both read as null: columns with nulls are refused;
+- blank lines are skipped but still numbered by the line reader (trajectory ids hold line
+  numbers): a file whose row count is not its line count is refused;
+- the order of keys in a record (the line path keeps it in ``extras`` and in
+  ``reward_components``): :func:`keys_in_order` checks it in the raw bytes;
+- invalid UTF-8 in a string the reader lets through: the table is validated in full;
+- lone surrogates, ``1e400``, duplicate keys and values that change type
+  down the file make the reader fail: refused.  ``NaN`` it accepts, so numbers are
+  checked finite by the importer.
+
+Only pyarrow is used (a required dependency); polars would parse faster but is not one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
+
+from rolloutlab.io._files import read_bytes
+
+MAX_BYTES = 1 << 30
+"""Larger files are read by the line reader, whose memory does not grow with the file."""
+
+
+def read_ndjson(path: Path) -> tuple[bytes, pa.Table] | None:
+    """``(raw bytes, table)`` of a JSONL file of objects, one per line and no blank line;
+    None when the reader refuses it or it is not plainly well-formed."""
+    if path.stat().st_size > MAX_BYTES:
+        return None
+    data = read_bytes(path)
+    if len(data) > MAX_BYTES or not data.endswith(b"\n") or b"\r" in data:
+        return None
+    n_lines = data.count(b"\n")
+    # Blocks of a quarter of the file (at least 1 MiB) parse on several threads; a line
+    # longer than a block is refused by the reader, so retry with the file as one block.
+    for block in (max(1 << 20, len(data) // 4 + 1), len(data) + 1):
+        try:
+            table = pj.read_json(pa.BufferReader(data), read_options=pj.ReadOptions(block_size=block))
+        except (pa.ArrowException, ValueError) as e:
+            if "straddl" in str(e) and block <= len(data):
+                continue
+            return None
+        break
+    else:  # pragma: no cover - the second block size holds the whole file
+        return None
+    if table.num_rows != n_lines:
+        return None
+    try:  # the reader passes invalid UTF-8 inside strings through; the line reader refuses it
+        table.validate(full=True)
+    except pa.ArrowInvalid:
+        return None
+    return data, table
+
+
+def keys_in_order(data: bytes, keys: list[str], n_lines: int) -> bool:
+    """Whether every line of ``data`` holds the top-level ``keys`` in this order, each
+    written ``"key":``.  Only for files whose columns are all scalars (no nested object
+    can hold a key then; inside a string a quote is always escaped, so ``"key":`` there
+    cannot occur).  One scan of each line, bounded by its newline."""
+    if len(keys) < 2:
+        return True
+    pats = [orjson.dumps(k) + b":" for k in keys]
+    if any(b"\\" in p for p in pats):
+        return False
+    find = data.find
+    pos = 0
+    for _ in range(n_lines):
+        end = find(b"\n", pos)
+        p = pos
+        for pat in pats:
+            p = find(pat, p, end)
+            if p < 0:
+                return False
+        pos = end + 1
+    return True
+
+
+_NEEDS_ESCAPE = r'[\x00-\x1f"\\]'
+
+
+def json_values(col: pa.ChunkedArray | pa.Array) -> pa.Array | None:
+    """Each value of a null-free scalar column as orjson writes it; None for a type whose
+    text could differ (doubles: the shortest round-trip forms of the two differ)."""
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    t = arr.type
+    if pa.types.is_string(t):
+        if pc.any(pc.match_substring_regex(arr, _NEEDS_ESCAPE)).as_py():
+            return pa.array([orjson.dumps(s).decode() for s in arr.to_pylist()], pa.string())
+        return pc.binary_join_element_wise('"', arr, '"', "")
+    if pa.types.is_boolean(t):
+        return pc.if_else(arr, "true", "false")
+    if pa.types.is_int64(t):
+        return pc.cast(arr, pa.string())
+    return None
+
+
+def json_objects(names: list[str], values: list[pa.Array], n: int) -> pa.Array:
+    """``{"name": value, ...}`` per row, compact as orjson writes it, from JSON texts."""
+    if not names:
+        return pa.nulls(n, pa.string())
+    parts: list[pa.Array | str] = []
+    for i, (k, v) in enumerate(zip(names, values, strict=True)):
+        parts.append(("{" if i == 0 else ",") + orjson.dumps(k).decode() + ":")
+        parts.append(v)
+    parts.append("}")
+    out = pc.binary_join_element_wise(*parts, "")
+    return out.combine_chunks() if isinstance(out, pa.ChunkedArray) else out
+
+
+def rank_in_group(*keys: np.ndarray) -> np.ndarray:
+    """0, 1, 2… in file order within each group of equal ``keys`` (a cumulative count)."""
+    n = len(keys[0])
+    if n == 0:
+        return np.zeros(0, np.int64)
+    order = np.lexsort((np.arange(n), *reversed(keys)))
+    new = np.zeros(n, bool)
+    new[0] = True
+    for k in keys:
+        s = k[order]
+        new[1:] |= s[1:] != s[:-1]
+    idx = np.arange(n)
+    starts = np.maximum.accumulate(np.where(new, idx, 0))
+    out = np.empty(n, np.int64)
+    out[order] = idx - starts
+    return out
