@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import gzip
 import io
-import pprint
 import random
 import tarfile
 from pathlib import Path
@@ -19,43 +18,7 @@ import rolloutlab
 from rolloutlab.io import InputError
 from rolloutlab.io.importers import detect_format
 from rolloutlab.io.importers.skyrl_console import ParseIssues, iter_steps
-
-_T0 = "2025-08-12 12:48:{:02d}.{:03d}"
-
-
-def stringify(obj: Any) -> Any:
-    """SkyRL's ``stringify_floats``: every float becomes ``f"{x:.4f}"``, recursively."""
-    if isinstance(obj, float):
-        return f"{obj:.4f}"
-    if isinstance(obj, dict):
-        return {k: stringify(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [stringify(v) for v in obj]
-    return obj
-
-
-def loguru(i: int, message: str, *, name: str = "skyrl_train.utils.tracking", fn: str = "log", line: int = 97,
-           level: str = "INFO") -> str:
-    return f"{_T0.format(i % 60, i % 1000)} | {level: <8} | {name}:{fn}:{line} - {message}\n"
-
-
-def console_record(step: int, data: dict[str, Any], i: int = 0) -> str:
-    return loguru(i, f"Step {step}: \n{pprint.pformat(stringify(data))}")
-
-
-def ray(prefix: str, text: str) -> str:
-    return "".join(f"{prefix}{ln}\n" for ln in text.splitlines())
-
-
-NOISE = [
-    "INFO 08-12 12:48:21 [async_llm_engine.py:211] Added request 7f3c.\n",
-    "(AsyncVLLMInferenceEngine pid=4242) INFO 08-12 12:48:22 metrics.py:455] Avg prompt throughput: 812.4 tokens/s\n",
-    "Traceback (most recent call last):\n",
-    '  File "/x/y.py", line 3, in <module>\n',
-    "ValueError: Step 3: not a dict\n",
-    "Training Step Progress:  40%|████      | 4/10 [01:12<01:48, 18.0s/it]\n",
-    "\x1b[36m(skyrl_entrypoint pid=77)\x1b[0m some unrelated line {'a': 1}\n",
-]
+from tests._skyrl_log import NOISE, console_record, loguru, ray
 
 
 def metrics_for(step: int, rng: random.Random, n: int = 5) -> dict[str, Any]:

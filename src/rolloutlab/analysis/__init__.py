@@ -8,6 +8,8 @@
   :func:`per_segment`, :func:`saturation_verdict`, :func:`breakpoint_ci`;
   :func:`entropy_trend`, :func:`detect_collapse`, :func:`fit_entropy_law` (Cui et al. 2025)
 - statistics: :func:`bootstrap_ci`, :func:`paired_diff_ci`, :func:`diff_ci`
+- metrics-only runs: :func:`metric_step_table` (canonical names, :data:`CANONICAL_METRICS`),
+  :func:`analyze_metrics`, :func:`compare_metric_runs`
 - everything at once: :func:`analyze` / :func:`analyze_run` → :class:`Analysis` with
   ranked :class:`Finding` s
 """
@@ -37,6 +39,13 @@ from rolloutlab.analysis._entropy import (
 )
 from rolloutlab.analysis._findings import Finding
 from rolloutlab.analysis._ledger import group_table, signal_ledger
+from rolloutlab.analysis._metrics_only import (
+    CANONICAL_METRICS,
+    MetricComparison,
+    analyze_metrics,
+    compare_metric_runs,
+    metric_step_table,
+)
 from rolloutlab.analysis._passk import (
     PassKVerdict,
     passk_table,
@@ -66,6 +75,7 @@ from rolloutlab.analysis._sets import (
 from rolloutlab.analysis._steps import TRAINER_SCALARS, step_table, trainer_scalars
 
 __all__ = [
+    "CANONICAL_METRICS",
     "METRICS",
     "REPLAY_ESTIMATORS",
     "SET_COLUMNS",
@@ -81,6 +91,7 @@ __all__ = [
     "Finding",
     "FitStatus",
     "Metric",
+    "MetricComparison",
     "Overtake",
     "PassKVerdict",
     "Replay",
@@ -93,10 +104,12 @@ __all__ = [
     "TwoSegmentFit",
     "WindowTable",
     "analyze",
+    "analyze_metrics",
     "analyze_run",
     "bootstrap_ci",
     "breakpoint_ci",
     "cardinality_explains",
+    "compare_metric_runs",
     "compare_runs",
     "derive_success",
     "detect_collapse",
@@ -106,6 +119,7 @@ __all__ = [
     "frame_from_records",
     "group_table",
     "load_run",
+    "metric_step_table",
     "overtake_step",
     "paired_diff_ci",
     "passk_table",

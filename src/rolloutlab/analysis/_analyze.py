@@ -5,6 +5,9 @@ group-signal ledger, pass@k vs mean with its verdict, saturation fits of reward,
 and pass@K (and of each set-F1 level), entropy (trend, collapse, Cui et al.'s law) when
 the trainer logged it, and advantage replay.
 
+A run with per-step metrics only (no trajectories) gets every section the scalars allow
+(:mod:`rolloutlab.analysis._metrics_only`).
+
 Saturation uses one fit for every series, named in ``Analysis.saturation_fit``: the
 continuous hinge (default) or two separate lines (``fit="segments"``), both on the
 per-step series.  With ``"segments"``, reward and success also get a trial-level fit
@@ -61,6 +64,10 @@ class Analysis:
     findings: list[Finding] = field(default_factory=list)
     saturation_fit: str = "hinge"
     """Which saturation fit every series got: ``"hinge"`` or ``"segments"``."""
+    metrics_only: bool = False
+    """The run has per-step scalars only: ``steps`` is :func:`metric_step_table`'s."""
+    metric_sources: dict[str, str] = field(default_factory=dict)
+    """Metrics-only runs: canonical column of ``steps`` → the metric name the run logged."""
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -69,6 +76,7 @@ class Analysis:
             "findings": plain(self.findings), "steps": plain(self.steps), "ledger": plain(self.ledger),
             "passk": plain(self.passk), "verdict": plain(self.verdict), "saturation": plain(self.saturation),
             "entropy": plain(self.entropy), "skipped": dict(self.skipped),
+            "metrics_only": self.metrics_only, "metric_sources": dict(self.metric_sources),
         }
         if self.replay is not None:
             out["replay"] = self.replay.to_dict()
@@ -130,7 +138,15 @@ def analyze(frame: RunFrame, *, split_at: float | None = None, replay: bool = Tr
     ``"segments"`` (two separate lines, a variance each, plus trial-level clustered SEs).
 
     ``pairwise``: add the whole-run comparison of every pair of advantage estimators
-    (``Replay.pairwise``); each estimator is always compared with GRPO per step."""
+    (``Replay.pairwise``); each estimator is always compared with GRPO per step.
+
+    A run without trajectories is analysed from its per-step scalars alone
+    (:func:`rolloutlab.analysis._metrics_only.analyze_metrics`)."""
+    if frame.traj.empty and len(frame.metrics):
+        from rolloutlab.analysis._metrics_only import analyze_metrics
+
+        return analyze_metrics(frame, split_at=split_at, breakpoint_intervals=breakpoint_intervals,
+                               fit=fit)
     steps = step_table(frame)
     skipped: dict[str, str] = {}
     ledger = signal_ledger(frame)

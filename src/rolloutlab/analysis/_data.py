@@ -124,9 +124,9 @@ def load_run(
     # The manifest knows which splits each part wrote; counting rows is needed only to
     # choose among several non-train splits.
     present = {sp for p in store.manifest["runs"][rid]["parts"].values() for sp in p.get("max_step", {})}
+    if not present:
+        return _metrics_only_run(store, rid, split)
     if split is None:
-        if not present:
-            raise RolloutlabError(f"run {rid!r} has no trajectories (only metrics?)")
         if "train" in present or len(present) == 1:
             split = "train" if "train" in present else next(iter(present))
         else:
@@ -167,6 +167,35 @@ def load_run(
         run_id=rid, split=split, traj=_normalise(traj), components=comps, metrics=wide, store=store
     )
     frame.traj["success"], frame.success_rule = derive_success(frame.traj, success_threshold)
+    return frame
+
+
+def _wide_metrics(store: Store, rid: str, split: str) -> pd.DataFrame:
+    """The run's metrics of one split as a step × name table (a name logged twice at a
+    step is averaged)."""
+    metrics = store.sql(
+        "SELECT step, name, avg(value) AS value FROM metrics WHERE run_id = ? AND split = ? GROUP BY step, name",
+        params=[rid, split],
+    ).df()
+    return (metrics.pivot(index="step", columns="name", values="value").sort_index() if len(metrics)
+            else pd.DataFrame())
+
+
+def _metrics_only_run(store: Store, rid: str, split: str | None) -> RunFrame:
+    """A run with per-step metrics and no trajectories: an empty ``traj`` and its metrics
+    (train if it has them, else the split with the most rows)."""
+    counts = dict(store.sql("SELECT split, count(*) FROM metrics WHERE run_id = ? GROUP BY split",
+                            params=[rid]).fetchall())
+    if not counts:
+        raise RolloutlabError(f"run {rid!r} has neither trajectories nor metrics")
+    if split is None:
+        split = "train" if "train" in counts else max(counts, key=lambda sp: counts[sp])
+    elif split not in counts:
+        raise RolloutlabError(f"run {rid!r} has no trajectories and no {split} metrics; "
+                              f"its metrics are in: {', '.join(sorted(counts))}")
+    traj = _normalise(pd.DataFrame({c: pd.Series(dtype=object) for c in TRAJ_COLUMNS}))
+    frame = RunFrame(run_id=rid, split=split, traj=traj, metrics=_wide_metrics(store, rid, split), store=store,
+                     success_rule="metrics only")
     return frame
 
 

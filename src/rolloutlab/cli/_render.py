@@ -124,9 +124,17 @@ def render_analysis(a: Any, comparison: Any = None, *, rows: int = 12, wide: boo
             by_reason.setdefault(why, []).append(est)
         for why, ests in by_reason.items():
             con.print(Text(f"(replay skipped {', '.join(ests)}: {why})", style="dim"))
+    if getattr(a, "metrics_only", False) and a.metric_sources:
+        con.print(Text("(metrics only: " + ", ".join(f"{k} = {v}" for k, v in a.metric_sources.items()) + ")",
+                       style="dim"))
     for section, why in a.skipped.items():
         con.print(Text(f"({section}: {why})", style="dim"))
-    if comparison is not None:
+    if comparison is not None and "metrics" in comparison:  # arms with per-step metrics only
+        mc = comparison["metrics"]
+        con.print(mc.rich_table())
+        for note in mc.notes:
+            con.print(Text(f"({note})", style="dim"))
+    elif comparison is not None:
         con.print(comparison["compare"].rich_table())
         w = comparison["windows"].table
         t = Table(*[str(c) for c in w.columns], title="Windows", title_justify="left")

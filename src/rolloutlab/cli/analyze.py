@@ -81,22 +81,31 @@ def analyze(
             frames.append(load_run(ost, orid, split=split, success_threshold=success_threshold))
             names.append(orid)
         n_first = max(1, min(20, len(a.steps) // 5))
-        comparison = {
-            "compare": compare_runs(frames, names=names),
-            "windows": window_table(frames, names=names, first_n=n_first),
-            "overtake": {n: overtake_step(frames[0], f) for n, f in zip(names[1:], frames[1:], strict=True)},
-        }
+        if any(f.traj.empty for f in frames):  # an arm with per-step metrics only: compare those
+            from rolloutlab.analysis import compare_metric_runs
+
+            comparison = {"metrics": compare_metric_runs(frames, names=names)}
+        else:
+            comparison = {
+                "compare": compare_runs(frames, names=names),
+                "windows": window_table(frames, names=names, first_n=n_first),
+                "overtake": {n: overtake_step(frames[0], f) for n, f in zip(names[1:], frames[1:], strict=True)},
+            }
     if csv is not None:
         csv.mkdir(parents=True, exist_ok=True)
         for name, df in a.tables().items():
             df.to_csv(csv / f"{name}.csv")
-        if comparison is not None:
+        if comparison is not None and "metrics" in comparison:
+            comparison["metrics"].table.to_csv(csv / "compare_metrics.csv")
+        elif comparison is not None:
             for name, df in comparison["compare"].tables().items():
                 df.to_csv(csv / f"compare_{name}.csv")
             comparison["windows"].table.to_csv(csv / "compare_windows.csv")
     if json_:
         out: dict[str, Any] = a.to_dict()
-        if comparison is not None:
+        if comparison is not None and "metrics" in comparison:
+            out["comparison"] = {"metrics": comparison["metrics"].to_dict()}
+        elif comparison is not None:
             out["comparison"] = {"compare": comparison["compare"].to_dict(), "windows": comparison["windows"].to_dict(),
                                  "overtake": {k: plain(v.to_dict()) for k, v in comparison["overtake"].items()}}
         typer.echo(orjson.dumps(out, option=orjson.OPT_NON_STR_KEYS).decode())

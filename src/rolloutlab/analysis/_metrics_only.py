@@ -1,0 +1,272 @@
+"""Analysis of a run that has only per-step scalars (TensorBoard, W&B CSV, console logs).
+
+Most runs people have are metrics only: no rollouts were dumped, only the trainer's
+per-step scalars.  Every section of ``analyze`` that needs nothing but one number per
+step is computed from them — saturation and headroom of reward, success rate and
+pass@k, the entropy trend, collapse and law, and comparisons between arms — after the
+logged names are mapped to canonical ones by :data:`CANONICAL_METRICS` (first alias
+found wins; each alias is also accepted with a ``train/`` prefix, as W&B and TensorBoard
+exports of TRL write them).  What needs trajectories (the group-signal ledger, pass@k
+by k and its reliability-vs-capability verdict, advantage replay, set scores, the
+trial-level fit) says so in ``Analysis.skipped``.
+
+:func:`metric_step_table` is the entry point for anything built on the scalars (the
+training-health findings, say): it takes the wide step × name table a run logged and
+returns one row per step under canonical names, ``.attrs["sources"]`` naming the logged
+metric behind each column.
+
+Departures from the trajectory path: a logged mean reward is whatever the trainer
+averaged (usually over all rollouts, ungraded ones as the grader scored them — the
+scalars cannot tell graded from ungraded); a logged success rate or pass@k uses the
+trainer's own rule, stated as the success rule.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from rolloutlab.analysis._json import plain
+from rolloutlab.analysis._steps import TRAINER_SCALARS
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from rolloutlab.analysis._data import RunFrame
+
+CANONICAL_METRICS: dict[str, tuple[str, ...]] = {
+    "mean_reward": (
+        "reward/mean",  # rolloutlab's own trainer
+        "reward/avg_raw_reward",  # SkyRL
+        "critic/score/mean",  # verl, verl-agent, AgentGym-RL (task score before the KL penalty)
+        "critic/rewards/mean",  # verl (after the KL penalty), when the score is not logged
+        "episode/reward/mean",  # verl-agent
+        "env/all/reward/total",  # Tinker cookbook
+        "reward",  # TRL GRPOTrainer / trainer_state.json
+        "rewards/mean",
+        "mean_reward",
+        "reward_mean",
+    ),
+    "success_rate": (
+        "success/rate",  # rolloutlab's own trainer
+        "episode/success_rate",  # verl-agent
+        "success_rate",
+        "env/success_rate",
+        "success",
+    ),
+    "mean_response_tokens": (
+        "response/length_mean",  # rolloutlab's own trainer
+        "generate/avg_num_tokens",  # SkyRL
+        "response_length/mean",  # verl
+        "completions/mean_length",  # TRL
+        "completion_length",  # TRL (older)
+    ),
+    **TRAINER_SCALARS,
+}
+"""Canonical per-step name → the names trainers log it under (first found wins)."""
+
+PASS_AT = re.compile(r"^(?:train/)?(?:reward/avg_pass_at_|pass_at_|pass@)(\d+)$")
+"""Logged pass@k names: SkyRL's ``reward/avg_pass_at_{n}``, ``pass_at_{n}``, ``pass@{n}``."""
+
+TRAJECTORY_ONLY = {
+    "ledger": "needs trajectories (per-group rewards); this run has per-step metrics only",
+    "passk": "needs trajectories (several samples per task); this run has per-step metrics only",
+    "replay": "needs trajectories (per-sample rewards); this run has per-step metrics only",
+    "sets": "needs trajectories (predicted/gold sets); this run has per-step metrics only",
+}
+"""Sections that cannot be computed from per-step scalars, with the one line ``analyze`` prints."""
+
+
+def _find(metrics: pd.DataFrame, names: tuple[str, ...]) -> str | None:
+    for name in names:
+        for cand in (name, f"train/{name}"):
+            if cand in metrics.columns and metrics[cand].notna().any():
+                return cand
+    return None
+
+
+def metric_step_table(metrics: pd.DataFrame) -> pd.DataFrame:
+    """One row per step of the canonical scalars found in a wide step × name table.
+
+    Columns (those found): the keys of :data:`CANONICAL_METRICS`, and ``pass@k`` for
+    each k a pass@k name gives; ``.attrs["sources"]`` maps each column to the logged name.
+    Rows are the steps where any of them has a value."""
+    out = pd.DataFrame(index=metrics.index.astype(int) if len(metrics) else pd.Index([], dtype=int))
+    sources: dict[str, str] = {}
+    for canon, names in CANONICAL_METRICS.items():
+        found = _find(metrics, names)
+        if found is not None:
+            out[canon] = metrics[found].astype(float).to_numpy()
+            sources[canon] = found
+    for col in metrics.columns:
+        m = PASS_AT.match(str(col))
+        if m and metrics[col].notna().any() and f"pass@{int(m.group(1))}" not in sources:
+            out[f"pass@{int(m.group(1))}"] = metrics[col].astype(float).to_numpy()
+            sources[f"pass@{int(m.group(1))}"] = str(col)
+    out = out.dropna(how="all").sort_index()
+    out.index.name = "step"
+    out.attrs["sources"] = sources
+    return out
+
+
+def success_rule_of(sources: dict[str, str]) -> str:
+    if "success_rate" in sources:
+        return f"the trainer's own (logged as {sources['success_rate']})"
+    return "unknown (no success metric logged; metrics only)"
+
+
+def analyze_metrics(frame: RunFrame, *, split_at: float | None = None, breakpoint_intervals: bool = True,
+                    fit: str = "hinge") -> Any:
+    """:class:`~rolloutlab.analysis.Analysis` of a run from its per-step scalars alone
+    (``frame.traj`` empty, ``frame.metrics`` the wide step × name table)."""
+    from rolloutlab.analysis._analyze import Analysis, _saturation
+    from rolloutlab.analysis._entropy import detect_collapse, entropy_trend, fit_entropy_law
+    from rolloutlab.analysis._findings import rank_findings
+    from rolloutlab.analysis._passk import PassKVerdict
+
+    if fit not in ("hinge", "segments"):
+        raise ValueError(f"fit must be 'hinge' or 'segments', got {fit!r}")
+    steps = metric_step_table(frame.metrics)
+    sources: dict[str, str] = steps.attrs["sources"]
+    skipped = dict(TRAJECTORY_ONLY)
+    if not sources:
+        logged = ", ".join(map(str, list(frame.metrics.columns)[:8]))
+        skipped["metrics"] = (f"none of the logged metrics ({logged}{', …' if frame.metrics.shape[1] > 8 else ''}) "
+                              "has a canonical name (docs/analysis.md § Metrics-only runs)")
+    verdict = PassKVerdict("insufficient data", "no verdict: pass@1 vs pass@K needs trajectories "
+                           "(this run has per-step metrics only)", 0, (0, 0), (0, 0), None, None, None, None, None)
+    sat: dict[str, dict[str, Any]] = {}
+    series: list[tuple[str, float | None]] = []
+    if "mean_reward" in steps:
+        r = steps["mean_reward"].dropna()
+        series.append(("mean_reward", 1.0 if len(r) and r.min() >= 0 and r.max() <= 1 else None))
+    if "success_rate" in steps:
+        series.append(("success_rate", 1.0))
+    series += [(c, 1.0) for c in steps.columns if c.startswith("pass@")]
+    if not series:
+        skipped["saturation"] = "the trainer logged no reward, success or pass@k metric"
+    elif len(steps) < 2:
+        skipped["saturation"] = "one step: no slopes"
+    else:
+        for name, ymax in series:
+            s = steps[name].dropna()
+            if len(s):
+                sat[name] = _saturation(name, s.index.to_series(), s, y_max=ymax, split_at=split_at,
+                                        ci=breakpoint_intervals and name == "mean_reward",
+                                        model=fit)  # type: ignore[arg-type]
+    if fit == "segments":
+        skipped["trials"] = "the trial-level fit needs trajectories; the per-step fit is given"
+    ent: dict[str, Any] | None = None
+    if "entropy" in steps.columns and steps["entropy"].notna().sum() >= 2:
+        e = steps["entropy"].dropna()
+        ent = {"metric": sources["entropy"],
+               "trend": entropy_trend(e.index.to_numpy(float), e.to_numpy(float)),
+               "collapse": detect_collapse(e.index.to_numpy(float), e.to_numpy(float))}
+        if "mean_reward" in steps.columns:
+            both = steps[["entropy", "mean_reward"]].dropna()
+            ent["law"] = fit_entropy_law(both["entropy"].to_numpy(float), both["mean_reward"].to_numpy(float))
+        else:
+            ent["law"] = fit_entropy_law(np.array([]), np.array([]))
+            skipped["entropy_law"] = "the trainer logged no reward metric to fit the entropy law against"
+    else:
+        skipped["entropy"] = "the trainer logged no entropy for this run"
+    a = Analysis(frame.run_id, frame.split, success_rule_of(sources), steps, pd.DataFrame(), pd.DataFrame(), verdict,
+                 sat, ent, None, None, None, skipped, saturation_fit=fit)
+    a.metrics_only = True
+    a.metric_sources = dict(sources)
+    a.findings = rank_findings(a)
+    return a
+
+
+@dataclass
+class MetricComparison:
+    """Arms compared on their logged per-step scalars (:func:`compare_metric_runs`)."""
+
+    baseline: str
+    table: pd.DataFrame
+    """One row per (metric, arm): window steps, first/last window means, change, and the
+    last-window difference to the baseline with its block-bootstrap interval."""
+    window: int
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"baseline": self.baseline, "window": self.window, "table": plain(self.table),
+                "notes": list(self.notes), "unit": "steps (moving-block bootstrap)"}
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        return {"metrics": self.table}
+
+    def rich_table(self) -> Table:
+        from rich.table import Table
+
+        t = Table("metric", "arm", "first", "last", "change", "Δ last vs base [95% CI]",
+                  title=f"Arms on logged metrics (windows of {self.window} steps)", title_justify="left")
+        for r in self.table.itertuples(index=False):
+            diff = "" if r.arm == self.baseline else (
+                "—" if not np.isfinite(r.diff) else f"{r.diff:+.3f} [{r.diff_low:+.3f}, {r.diff_high:+.3f}]")
+            t.add_row(str(r.metric), str(r.arm), f"{r.first:.3f}", f"{r.last:.3f}", f"{r.change:+.3f}", diff)
+        return t
+
+
+COMPARED = ("mean_reward", "success_rate", "entropy", "mean_response_tokens")
+"""Canonical series :func:`compare_metric_runs` compares (plus every common ``pass@k``)."""
+
+
+def _block_means(x: np.ndarray, n_boot: int, rng: np.random.Generator) -> np.ndarray:
+    """Moving-block bootstrap means of ``x`` (blocks of ⌈√n⌉ consecutive steps, so the
+    autocorrelation of a training curve is kept within blocks)."""
+    n = len(x)
+    b = max(1, int(np.ceil(np.sqrt(n))))
+    k = int(np.ceil(n / b))
+    starts = rng.integers(0, n - b + 1, size=(n_boot, k))
+    idx = (starts[:, :, None] + np.arange(b)[None, None, :]).reshape(n_boot, -1)[:, :n]
+    return np.asarray(x[idx].mean(axis=1), dtype=float)
+
+
+def compare_metric_runs(frames: list[RunFrame], names: list[str] | None = None, *, window: int | None = None,
+                        n_boot: int = 2000, seed: int = 0) -> MetricComparison:
+    """Each arm against the first (the baseline) on the logged per-step scalars.
+
+    For every canonical series the arms share: the mean over the first and the last
+    ``window`` steps each arm logged (default: a fifth of the shorter run, 1 to 20
+    steps), the change between them, and the difference of last-window means
+    (arm − baseline) with a 95 % percentile interval from a moving-block bootstrap over
+    each arm's steps, resampled independently (steps are the units: per-step scalars
+    carry no task ids, so nothing can be paired).  With fewer than 3 steps in a window
+    the interval is not given (NaN)."""
+    names = names or [f.run_id for f in frames]
+    tabs = [metric_step_table(f.metrics) for f in frames]
+    lengths = [len(t) for t in tabs if len(t)]
+    w = window or max(1, min(20, (min(lengths) if lengths else 1) // 5))
+    rng = np.random.default_rng(seed)
+    cols = [c for c in COMPARED if all(c in t.columns for t in tabs)]
+    passk = set.intersection(*({c for c in t.columns if c.startswith("pass@")} for t in tabs)) if tabs else set()
+    cols += sorted(passk, key=lambda c: int(c[5:]))
+    rows = []
+    notes = [f"{n}: no canonical metrics logged" for n, t in zip(names, tabs, strict=True) if t.empty]
+    for col in cols:
+        base = tabs[0][col].dropna().to_numpy(float)
+        base_boot = _block_means(base[-w:], n_boot, rng) if len(base[-w:]) >= 3 else None
+        for name, t in zip(names, tabs, strict=True):
+            s = t[col].dropna()
+            x = s.to_numpy(float)
+            first, last = float(x[:w].mean()), float(x[-w:].mean())
+            diff = low = high = float("nan")
+            if name != names[0]:
+                diff = last - float(base[-w:].mean())
+                if base_boot is not None and len(x[-w:]) >= 3:
+                    d = _block_means(x[-w:], n_boot, rng) - base_boot
+                    low, high = (float(v) for v in np.quantile(d, [0.025, 0.975]))
+            rows.append({"metric": col, "arm": name, "steps": len(x), "first_steps": f"{int(s.index[0])}–{int(s.index[min(w, len(x)) - 1])}",
+                         "last_steps": f"{int(s.index[-min(w, len(x))])}–{int(s.index[-1])}",
+                         "first": first, "last": last, "change": last - first,
+                         "diff": diff, "diff_low": low, "diff_high": high})
+    if not cols:
+        notes.append("the arms share no canonical metric to compare")
+    cols_out = ["metric", "arm", "steps", "first_steps", "last_steps", "first", "last", "change", "diff",
+                "diff_low", "diff_high"]
+    return MetricComparison(names[0], pd.DataFrame(rows, columns=cols_out), w, notes)
