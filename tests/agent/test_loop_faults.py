@@ -151,3 +151,24 @@ def test_records_carry_timings_seed_and_stop_reason() -> None:
     assert t.reward_components == {"correct": 1.0} and t.step == 3 and t.task_id == "train/3"
     assert t.turns[0].observation == "Guess a number 0-7.\nYour guess?" and t.turns[1].observation == "higher"
     assert t.turns[0].anchor_obs == "start" and t.response == "6" and t.prompt_tokens is None
+
+
+def test_reset_extras_are_kept_when_the_env_is_never_stepped() -> None:
+    """Every reply unparseable: the env is never stepped, yet the gold sets it gave at reset
+    reach the trajectory (an F1 of 0, not a trajectory the set analysis leaves out)."""
+    import asyncio
+
+    from rolloutlab.agent import LoopConfig, run_episode
+    from rolloutlab.agent._policies import ScriptedPolicy
+    from rolloutlab.envs import get_env_spec
+
+    spec = get_env_spec("code-search-v0")
+    task = spec.tasks("test", 0)[0]
+    policy = ScriptedPolicy(lambda messages: "no tool call here", name="mute", parser="hermes")
+    ep = asyncio.run(
+        run_episode(spec.make, policy, task, config=LoopConfig(max_turns=2, parser="hermes"), seed=0, step=0,
+                    traj_id="t", group_id=None, sample_idx=None)
+    )
+    t = ep.trajectory
+    assert t.invalid_actions == 2 and set(t.extras["gold"]) == {"file", "module", "entity"}
+    assert t.extras["predicted"] == {"file": [], "module": [], "entity": []}

@@ -313,6 +313,9 @@ class _Episode:
             raise _EnvFailure(f"env.reset returned malformed data: {type(obs).__name__}, not Observation")
         history = list(_check_messages(obs.messages, "env.reset"))
         st.prompt = [dict(m) for m in history]
+        # what the environment says at reset (task type, gold sets) counts even if it is never
+        # stepped, e.g. when every reply is unparseable; later steps' extras update it
+        st.env_extras.update(obs.info.extras)
         if self.policy.tokenizer is not None:
             st.tokens = TokenTrack(self.policy.tokenizer, history)
         seen, anchor, admissible = list(history), obs.anchor, obs.info.available_actions
