@@ -328,3 +328,15 @@ def test_serve_watch_needs_named_sources(tmp_path: Path, capsys: pytest.CaptureF
     assert "--source" in capsys.readouterr().err
     assert main(["serve", str(tmp_path), "--source", str(tmp_path / "nope")]) == 1
     assert "no such file or folder" in capsys.readouterr().err
+
+
+def test_a_one_step_training_run_draws_no_one_point_curves(tmp_path: Path) -> None:
+    d = tmp_path / "dump"
+    d.mkdir()
+    (d / "1.jsonl").write_bytes(b"\n".join(verl_line(1, "q", float(s)) for s in (1, 0)) + b"\n")
+    store = tmp_path / "store"
+    rolloutlab.ingest([d], store, name="one")
+    with client_for(store) as c:
+        html = c.get("/runs/one").text
+        assert 'id="no-curves"' in html and 'id="figures"' not in html and 'id="charts"' not in html
+        assert 'href="/runs/one/steps/1?split=train"' in html
