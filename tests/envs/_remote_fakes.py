@@ -108,3 +108,11 @@ def say_up(messages: Sequence[dict[str, object]]) -> str:
 def say_crash(messages: Sequence[dict[str, object]]) -> str:
     """Makes the AgentGym test server answer ``{"error"}`` on the second step."""
     return "up" if len(messages) < 3 else "crash"
+
+
+def slow_guess(messages: Sequence[dict[str, object]]) -> str:
+    """A policy slow enough to be interrupted mid-evaluation (0.2 s a reply)."""
+    import time
+
+    time.sleep(0.2)
+    return "3"

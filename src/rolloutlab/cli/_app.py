@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 import threading
 import warnings
 from collections.abc import Iterator, Sequence
@@ -62,6 +63,15 @@ def _register() -> None:
     )
 
 
+_AFTER_INTERRUPT = {
+    "eval": "finished episodes are kept; run the same command again to resume",
+    "train": "completed steps are kept; continue from the last checkpoint with `rolloutlab train --resume RUN_DIR`",
+    "demo": "run `rolloutlab demo` again to start over",
+    "env": "environment sessions were closed",
+}
+"""What an interrupt leaves behind, for commands that do not write a store."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; the exit status: 0, 1 (an error, printed as one message),
     2 (usage), 130 / 143 (SIGINT / SIGTERM: one line saying what became of the store)."""
@@ -75,7 +85,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             rv = app(args=list(argv) if argv is not None else None, standalone_mode=False)
     except Interrupted as e:
         name = signal.Signals(e.signum).name
-        if e.committed:
+        args = list(argv) if argv is not None else sys.argv[1:]
+        after = _AFTER_INTERRUPT.get(next((a for a in args if not a.startswith("-")), ""))
+        if after is not None:
+            err_console.print(f"interrupted ({name}): {after}", highlight=False)
+        elif e.committed:
             err_console.print(f"interrupted ({name}) after the store was committed: it holds the new data", highlight=False)
         else:
             err_console.print(f"interrupted ({name}): the store is unchanged", highlight=False)
