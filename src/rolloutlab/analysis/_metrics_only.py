@@ -73,10 +73,10 @@ PASS_AT = re.compile(r"^(?:train/)?(?:reward/avg_pass_at_|pass_at_|pass@)(\d+)$"
 """Logged pass@k names: SkyRL's ``reward/avg_pass_at_{n}``, ``pass_at_{n}``, ``pass@{n}``."""
 
 TRAJECTORY_ONLY = {
-    "ledger": "needs trajectories (per-group rewards); this run has per-step metrics only",
-    "passk": "needs trajectories (several samples per task); this run has per-step metrics only",
-    "replay": "needs trajectories (per-sample rewards); this run has per-step metrics only",
-    "sets": "needs trajectories (predicted/gold sets); this run has per-step metrics only",
+    "ledger": "needs trajectories (per-group rewards): metrics-only run",
+    "passk": "needs trajectories (samples per task): metrics-only run",
+    "replay": "needs trajectories (per-sample rewards): metrics-only run",
+    "sets": "needs trajectories (predicted/gold sets): metrics-only run",
 }
 """Sections that cannot be computed from per-step scalars, with the one line ``analyze`` prints."""
 
@@ -138,7 +138,7 @@ def analyze_metrics(frame: RunFrame, *, split_at: float | None = None, breakpoin
         skipped["metrics"] = (f"none of the logged metrics ({logged}{', …' if frame.metrics.shape[1] > 8 else ''}) "
                               "has a canonical name (docs/analysis.md § Metrics-only runs)")
     verdict = PassKVerdict("insufficient data", "no verdict: pass@1 vs pass@K needs trajectories "
-                           "(this run has per-step metrics only)", 0, (0, 0), (0, 0), None, None, None, None, None)
+                           "(metrics-only run)", 0, (0, 0), (0, 0), None, None, None, None, None)
     sat: dict[str, dict[str, Any]] = {}
     series: list[tuple[str, float | None]] = []
     if "mean_reward" in steps:

@@ -90,6 +90,11 @@ def load_report_run(store: Store, run: str, config: ReportConfig = ReportConfig(
                     name: str | None = None) -> ReportRun:
     """Load, analyse and sample one run of ``store``."""
     frame = load_run(store, run, split=config.split, success_threshold=config.success_threshold)
+    if frame.traj.empty:  # the report's sections and samples are built on trajectories
+        from rolloutlab.io import RolloutlabError
+
+        raise RolloutlabError(f"run {frame.run_id!r} has per-step metrics only: the report needs trajectories; "
+                              f"`rolloutlab analyze {frame.run_id}` analyses its metrics")
     a = analyze(frame, split_at=config.split_at, fit=config.fit)
     samples = sample_trajectories(frame, groups_per_step=config.groups_per_step, max_chars=config.max_chars,
                                   max_turns=config.max_turns, max_total_chars=config.max_sample_chars)
