@@ -83,7 +83,7 @@ def _policy(seed: int = 0) -> HFPolicy:
 
 def test_concurrent_requests_share_one_batched_call() -> None:
     pol = _policy()
-    tok = pol.tokenizer
+    tok = pol.tok
     p1 = tuple(tok.render([{"role": "user", "content": "0 7"}], add_generation_prompt=True))
     p2 = (*p1, 5, 1, 2, 12, 1, 3)  # a longer prompt: left padding
 
@@ -102,7 +102,7 @@ def test_concurrent_requests_share_one_batched_call() -> None:
 
 def test_sampler_logprobs_equal_the_trainers_recomputation() -> None:
     pol = _policy(3)
-    prompt = tuple(pol.tokenizer.render([{"role": "user", "content": "0 7"}], add_generation_prompt=True))
+    prompt = tuple(pol.tok.render([{"role": "user", "content": "0 7"}], add_generation_prompt=True))
     reqs = [GenerateRequest(messages=(), prompt_ids=prompt[: 3 + i % 3] if i % 3 else prompt, max_tokens=4, temperature=0.7) for i in range(6)]
     gens = pol.generate_batch(reqs)
     for r, g in zip(reqs, gens, strict=True):
@@ -116,7 +116,7 @@ def test_sampler_logprobs_equal_the_trainers_recomputation() -> None:
 
 def test_reseed_makes_sampling_repeatable_and_greedy_is_deterministic() -> None:
     pol = _policy()
-    prompt = tuple(pol.tokenizer.render([{"role": "user", "content": "0 7"}], add_generation_prompt=True))
+    prompt = tuple(pol.tok.render([{"role": "user", "content": "0 7"}], add_generation_prompt=True))
     reqs = [GenerateRequest(messages=(), prompt_ids=prompt, max_tokens=4) for _ in range(8)]
     pol.reseed(11)
     a = [g.token_ids for g in pol.generate_batch(reqs)]
@@ -130,7 +130,7 @@ def test_reseed_makes_sampling_repeatable_and_greedy_is_deterministic() -> None:
 
 def test_from_pretrained_round_trip(tmp_path) -> None:
     pol = _policy(5)
-    save_model(pol.model, pol.tokenizer, tmp_path / "m")
+    save_model(pol.model, pol.tok, tmp_path / "m")
     assert isinstance(load_tokenizer(tmp_path / "m"), WordTokenizer)
     again = HFPolicy.from_pretrained(tmp_path / "m")
     for p, q in zip(pol.model.parameters(), again.model.parameters(), strict=True):

@@ -37,7 +37,7 @@ from rolloutlab.agent._tokenizers import (
     load_tokenizer,
     save_tokenizer,
 )
-from rolloutlab.agent._types import ChatTokenizer, GenerateRequest, Generation
+from rolloutlab.agent._types import ChatTokenizer, FinishReason, GenerateRequest, Generation
 from rolloutlab.io import RolloutlabError
 
 __all__ = ["HFPolicy", "TinyModelConfig", "save_model", "tiny_model", "token_logprobs"]
@@ -166,7 +166,8 @@ class HFPolicy:
         temperature_override: float | None = None,
     ) -> None:
         self.model = model
-        self.tokenizer: ChatTokenizer = tokenizer
+        self.tokenizer: ChatTokenizer | None = tokenizer
+        self.tok: ChatTokenizer = tokenizer
         self.name = name
         self.max_batch = max_batch
         self.temperature_override = temperature_override
@@ -177,6 +178,11 @@ class HFPolicy:
         self.pad_id = int(getattr(tokenizer, "pad_token_id", tokenizer.eos_token_id))
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(seed)
+        import inspect
+
+        params = inspect.signature(model.forward).parameters
+        # transformers >= 5 renamed past_key_values to cache
+        self._cache_kw = "cache" if "cache" in params else "past_key_values"
         self._pending: list[_Pending] = []
         self._flusher: asyncio.Task[None] | None = None
         self.calls = 0
@@ -210,7 +216,7 @@ class HFPolicy:
             model = AutoModelForCausalLM.from_pretrained(str(p), **kw)
         except (OSError, ValueError) as e:
             raise RolloutlabError(f"{p}: cannot load a causal LM ({e})") from None
-        model.to(device)
+        model = model.to(device)  # type: ignore[arg-type]
         model.eval()
         return cls(model, tok, name=name or f"hf:{p.name}", seed=seed, max_batch=max_batch)
 
@@ -286,13 +292,13 @@ class HFPolicy:
         from transformers import DynamicCache
 
         cache = DynamicCache()
-        out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=cache, use_cache=True)
+        out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, **{self._cache_kw: cache})
         logits = out.logits[:, -1, :]
         tokens = torch.zeros((n, max_new), dtype=torch.long, device=dev)
         logps = torch.zeros((n, max_new), dtype=torch.float32, device=dev)
         lengths = torch.zeros(n, dtype=torch.long, device=dev)
         done = torch.zeros(n, dtype=torch.bool, device=dev)
-        eos = int(self.tokenizer.eos_token_id)
+        eos = int(self.tok.eos_token_id)
         last_pos = pos[:, -1]
         for t in range(max_new):
             x = logits.float() / safe_t
@@ -318,8 +324,8 @@ class HFPolicy:
                 input_ids=tokens[:, t : t + 1],
                 attention_mask=mask,
                 position_ids=last_pos.unsqueeze(-1),
-                past_key_values=cache,
                 use_cache=True,
+                **{self._cache_kw: cache},
             )
             logits = out.logits[:, -1, :]
         self.calls += 1
@@ -328,10 +334,10 @@ class HFPolicy:
         for i in range(n):
             k = ln[i]
             ids_i = tuple(tl[i][:k])
-            finish = "stop" if k and ids_i[-1] == eos else "length"
+            finish: FinishReason = "stop" if k and ids_i[-1] == eos else "length"
             gens.append(
                 Generation(
-                    text=self.tokenizer.decode(ids_i),
+                    text=self.tok.decode(ids_i),
                     token_ids=ids_i,
                     logprobs=tuple(ll[i][:k]),
                     finish_reason=finish,

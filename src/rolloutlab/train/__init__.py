@@ -7,7 +7,7 @@ from rolloutlab.train._config import (
     config_keys,
     load_config,
 )
-from rolloutlab.train._loop import TrainResult, Trainer, horizon_at, resume, train
+from rolloutlab.train._loop import Trainer, TrainResult, horizon_at, resume, train
 
 __all__ = [
     "ESTIMATORS",

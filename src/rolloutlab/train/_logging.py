@@ -7,6 +7,7 @@ is off or not installed is the :class:`NullLogger`.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from pathlib import Path
 from typing import Any, Protocol
@@ -63,13 +64,9 @@ def make_loggers(run_dir: Path, *, tensorboard: bool, wandb: bool, name: str, co
     """The sinks that are asked for and installed (an empty list logs nothing)."""
     out: list[MetricLogger] = []
     if tensorboard:
-        try:
+        with contextlib.suppress(ImportError):
             out.append(_TensorBoard(run_dir / "tensorboard"))
-        except ImportError:
-            pass
     if wandb:
-        try:
+        with contextlib.suppress(ImportError):
             out.append(_WandB(name, config, run_id))
-        except ImportError:
-            pass
     return out

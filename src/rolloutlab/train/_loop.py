@@ -53,7 +53,12 @@ from rolloutlab.agent import Episode
 from rolloutlab.envs import EnvSpec, Task, get_env_spec
 from rolloutlab.io import RolloutlabError, RunWriter, read_run
 from rolloutlab.schema import Run, Trajectory
-from rolloutlab.train._checkpoint import latest_checkpoint, list_checkpoints, load_checkpoint, save_checkpoint
+from rolloutlab.train._checkpoint import (
+    latest_checkpoint,
+    list_checkpoints,
+    load_checkpoint,
+    save_checkpoint,
+)
 from rolloutlab.train._config import ConfigError, TrainConfig
 from rolloutlab.train._data import Group, TaskSampler, compute_advantages, zero_variance
 from rolloutlab.train._logging import MetricLogger, make_loggers
@@ -162,6 +167,7 @@ class Trainer:
             raise RolloutlabError(f"{d} already holds a run (run.json); continue it with --resume {d}, or choose another --out")
         run = Run(
             run_id=f"{self.cfg.name}-{uuid.uuid4().hex[:8]}",
+            source="rolloutlab",
             name=self.cfg.name,
             config=self.cfg.to_dict(),
             model=self.cfg.model.path or "tiny",
@@ -294,9 +300,9 @@ class Trainer:
         m["rollout/ungraded_rate"] = float(np.mean([not e.trajectory.graded for e in all_eps])) if all_eps else 0.0
         return keep, aside, m
 
-    def _draw(self, k: int) -> np.ndarray:
+    def _draw(self, k: int) -> list[Task]:
         # every rank draws the same tasks and keeps its share, so the sampler stays in step
-        return np.array(self.sampler.draw(k), dtype=object)
+        return self.sampler.draw(k)
 
     def _shard(self, k: int) -> slice:
         return slice(self.rank, k, self.world)
@@ -358,9 +364,10 @@ class Trainer:
         metrics["timing/rollout_s"] = rollout_s
         metrics["timing/generation_s"] = gen_s
         metrics["timing/env_and_loop_s"] = max(0.0, rollout_s - gen_s)
-        metrics["timing/step_s"] = time.perf_counter() - t_step
+        step_s = time.perf_counter() - t_step
+        metrics["timing/step_s"] = step_s
         sampled = sum(sum(s.loss_mask) for s in samples)
-        metrics["perf/tokens_per_s"] = sampled / metrics["timing/step_s"] if metrics["timing/step_s"] > 0 else None
+        metrics["perf/tokens_per_s"] = sampled / step_s if step_s > 0 else None
         if self.rank == 0:
             self._write_step(step, trained, aside)
             assert self.writer is not None
@@ -483,7 +490,13 @@ class _Progress:
     """A rich progress bar with the key figures of the last step."""
 
     def __init__(self, total: int, start: int) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
 
         self.p = Progress(
             TextColumn("train"), BarColumn(bar_width=20), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -525,6 +538,8 @@ def resume(
 ) -> TrainResult:
     """Continue the run in ``run_dir`` from its last checkpoint, with the config of its
     ``run.json`` (``overrides`` may change e.g. ``trainer.total_steps``)."""
+    if not (Path(run_dir) / "run.json").is_file():
+        raise RolloutlabError(f"{run_dir} is not a run directory (no run.json); start a run with rolloutlab train CONFIG --out DIR")
     run = read_run(run_dir)
     cfg = TrainConfig.from_dict(run.config, source=str(Path(run_dir) / "run.json"))
     if overrides:

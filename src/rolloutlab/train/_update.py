@@ -210,6 +210,17 @@ class Updater:
         mini = [[s for s in samples if s.group in set(groups[k : k + per_mb])] for k in range(0, len(groups), per_mb)]
         mini = [m for m in mini if m] or [list(samples)]
         single_update = a.ppo_epochs == 1 and len(mini) == 1
+        acc: dict[str, float] = {}
+        counts: dict[str, float] = {}
+
+        def add(k: str, v: float, w: float = 1.0) -> None:
+            if k.endswith("_max"):  # a maximum, not a mean
+                acc[k] = max(acc.get(k, v), v)
+                counts[k] = 1.0
+                return
+            acc[k] = acc.get(k, 0.0) + v * w
+            counts[k] = counts.get(k, 0.0) + w
+
         old: dict[int, torch.Tensor] = {}
         if not single_update:
             t0 = time.perf_counter()
@@ -217,16 +228,10 @@ class Updater:
                 for mi, mb in enumerate(mini):
                     for ci, chunk in enumerate(self._chunks(mb)):
                         b = collate(chunk, self.pad_id, self._device())
-                        lp, _, _ = self._forward(model, b, with_entropy=False)
+                        lp, _, s0 = self._forward(model, b, with_entropy=False)
                         old[mi * 100000 + ci] = lp.detach()
+                        self._mismatch_metrics(add, lp, b, s0)
             fb += time.perf_counter() - t0
-        acc: dict[str, float] = {}
-        counts: dict[str, float] = {}
-
-        def add(k: str, v: float, w: float = 1.0) -> None:
-            acc[k] = acc.get(k, 0.0) + v * w
-            counts[k] = counts.get(k, 0.0) + w
-
         grad_norms: list[float] = []
         lrs: list[float] = []
         for _epoch in range(a.ppo_epochs):
@@ -295,13 +300,8 @@ class Updater:
                     with torch.no_grad():
                         if ent is not None:
                             add("actor/entropy", float((ent * m).sum() / m.sum().clamp(min=1)), ntok)
-                        if _epoch == 0:
-                            d = (slp - lp.detach()) * m
-                            add("rollout/sampler_trainer_kl", float(d.sum() / m.sum().clamp(min=1)), ntok)
-                            k3 = (torch.exp(-(slp - lp.detach())) - 1 + (slp - lp.detach())) * m
-                            add("rollout/sampler_trainer_k3", float(k3.sum() / m.sum().clamp(min=1)), ntok)
-                            add("rollout/logprob_absdiff_max", float((d.abs()).max()) if ntok else 0.0, 0.0)
-                            acc["rollout/logprob_absdiff_max"] = max(acc.get("rollout/logprob_absdiff_max", 0.0), float(d.abs().max()))
+                        if single_update:
+                            self._mismatch_metrics(add, lp.detach(), b, s0)
                 params = [p for p in model.parameters() if p.requires_grad]
                 clip = cfg.optim.grad_clip
                 gn = torch.nn.utils.clip_grad_norm_(params, clip if clip is not None else float("inf"))
@@ -323,6 +323,21 @@ class Updater:
         out["timing/forward_backward_s"] = fb
         model.eval()
         return out
+
+    @staticmethod
+    def _mismatch_metrics(add: Any, lp: torch.Tensor, b: Batch, s0: int) -> None:
+        """Sampler vs trainer log-probs of the sampled tokens, before any update of the step:
+        ``k1 = mean(lp_sampler - lp_trainer)`` (KL(sampler || trainer) estimate), ``k3``, and
+        the largest absolute difference."""
+        m = b.mask[:, s0:]
+        ntok = float(m.sum())
+        if ntok == 0:
+            return
+        diff = torch.where(m > 0, b.sampler_lp[:, s0:] - lp, torch.zeros_like(lp))
+        add("rollout/sampler_trainer_kl", float(diff.sum()) / ntok, ntok)
+        k3 = torch.where(m > 0, torch.exp(-diff) - 1 + diff, torch.zeros_like(lp))
+        add("rollout/sampler_trainer_k3", float(k3.sum()) / ntok, ntok)
+        add("rollout/logprob_absdiff_max", float(diff.abs().max()), ntok)
 
     def _device(self) -> torch.device:
         return next(self.model.parameters()).device

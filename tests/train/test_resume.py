@@ -1,0 +1,95 @@
+"""Exact resume: N steps == k steps + kill -9 + resume + N - k steps, every step once."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from rolloutlab.train import load_config, train
+
+from ._helpers import TINY
+
+# 8 training tasks, 4 per step: an epoch ends every 2 steps, so the checkpoint at step 4
+# sits on an epoch boundary (the case verl PR #5725 got wrong)
+ARGS = [*TINY, "env.max_tasks=8", "rollout.tasks_per_step=4", "rollout.n=4", "trainer.total_steps=6",
+        "trainer.save_every=2", "optim.lr=3e-3", "actor.mini_batches=2"]
+
+
+def _weights(run: Path) -> dict[str, torch.Tensor]:
+    return load_file(str(run / "checkpoints" / "step_000006" / "model.safetensors"))
+
+
+def _metrics(run: Path) -> list[dict]:
+    return [orjson.loads(x) for x in (run / "metrics.jsonl").read_bytes().splitlines()]
+
+
+def _rewards(run: Path, step: int) -> list[tuple[str, float | None]]:
+    rows = [orjson.loads(x) for x in (run / "rollouts" / f"step_{step:06d}.jsonl").read_bytes().splitlines()]
+    return sorted((r["traj_id"], r.get("reward")) for r in rows)
+
+
+@pytest.mark.slow
+def test_kill_9_and_resume_equals_uninterrupted(tmp_path: Path) -> None:
+    ref = tmp_path / "ref"
+    train(load_config(None, ARGS), ref, progress=False)
+
+    run = tmp_path / "run"
+    cmd = [sys.executable, "-m", "rolloutlab", "train", *ARGS, "--out", str(run), "--no-progress"]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    target = run / "checkpoints" / "step_000004" / "trainer_state.pt"
+    deadline = time.monotonic() + 120
+    while not target.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert proc.poll() is None, f"the run finished before it could be killed: {proc.stdout.read() if proc.stdout else ''!r}"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(30)
+    assert not (run / "checkpoints" / "step_000006").exists()
+
+    res = subprocess.run([sys.executable, "-m", "rolloutlab", "train", "--resume", str(run), "--no-progress"],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+
+    # every step exactly once, in the rollouts and in metrics.jsonl
+    files = sorted(p.name for p in (run / "rollouts").iterdir())
+    assert files == [f"step_{s:06d}.jsonl" for s in range(1, 7)]
+    assert [m["step"] for m in _metrics(run)] == list(range(1, 7))
+    # the same episodes and the same weights as the uninterrupted run
+    for s in range(1, 7):
+        assert _rewards(run, s) == _rewards(ref, s)
+    a, b = _weights(ref), _weights(run)
+    assert a.keys() == b.keys()
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], rtol=1e-5, atol=1e-6)
+    ma, mb = _metrics(ref), _metrics(run)
+    for x, y in zip(ma, mb, strict=True):
+        assert x["metrics"]["success/rate"] == y["metrics"]["success/rate"]
+        assert x["metrics"]["actor/pg_loss"] == pytest.approx(y["metrics"]["actor/pg_loss"], rel=1e-4, abs=1e-7)
+    run_json = orjson.loads((run / "run.json").read_bytes())
+    assert run_json["status"] == "finished" and run_json["last_step"] == 6
+
+
+def test_resume_needs_a_run(tmp_path: Path) -> None:
+    from rolloutlab.io import RolloutlabError
+    from rolloutlab.train import resume
+
+    with pytest.raises(RolloutlabError):
+        resume(tmp_path / "nothing")
+
+
+def test_a_second_start_in_the_same_dir_is_refused(tmp_path: Path) -> None:
+    from rolloutlab.io import RolloutlabError
+
+    cfg = load_config(None, [*ARGS, "trainer.total_steps=1"])
+    train(cfg, tmp_path / "r", progress=False)
+    with pytest.raises(RolloutlabError, match="--resume"):
+        train(cfg, tmp_path / "r", progress=False)
