@@ -340,3 +340,13 @@ def test_a_one_step_training_run_draws_no_one_point_curves(tmp_path: Path) -> No
         html = c.get("/runs/one").text
         assert 'id="no-curves"' in html and 'id="figures"' not in html and 'id="charts"' not in html
         assert 'href="/runs/one/steps/1?split=train"' in html
+
+
+def test_a_runs_file_outside_the_store_is_refused(two_runs: Path) -> None:
+    m = orjson.loads((two_runs / "_manifest.json").read_bytes())
+    if "runs_file" not in m:
+        pytest.skip("this store format keeps runs/runs.parquet at a fixed path")
+    m["runs_file"] = "../../elsewhere/runs.parquet"
+    (two_runs / "_manifest.json").write_bytes(orjson.dumps(m))
+    with pytest.raises(rolloutlab.RolloutlabError, match="outside the store"):
+        open_store(two_runs).files("runs")

@@ -188,7 +188,7 @@ class Store:
         store is refused (:func:`store_file`)."""
         if table == "runs":  # written under a new name at each commit, like the other tables
             rel_runs = self.manifest.get("runs_file")
-            return [self.path / rel_runs] if rel_runs else []
+            return [store_file(self.path, rel_runs)] if rel_runs else []
         out: list[Path] = []
         for run in self.manifest["runs"].values():
             for part in run["parts"].values():
