@@ -32,6 +32,7 @@ def ingest(
     map_: Annotated[list[str] | None, typer.Option("--map", help="canonical=field for the generic importer (repeatable).")] = None,
     split: Annotated[str | None, typer.Option("--split", help="Split for the generic importer: train, val or eval.")] = None,
     on_error: Annotated[str, typer.Option("--on-error", help="fail: stop at the first bad record, store unchanged; skip: quarantine bad records in `rejects`.")] = "fail",
+    index: Annotated[Path | None, typer.Option("--index", help="Index file naming each source's run: 'SOURCE RUN [key=value ...]' per line (# comments); sources it does not name are reported, not ingested.")] = None,
     jobs: Annotated[int | None, typer.Option("--jobs", help="Worker processes (default: up to 4 for inputs over 1 GiB, else 1).")] = None,
     json_: JsonOpt = False,
 ) -> None:
@@ -46,6 +47,8 @@ def ingest(
 
     if on_error not in ("fail", "skip"):
         raise RolloutlabError(f"--on-error must be fail or skip, got {on_error!r}")
+    if index is not None and name is not None:
+        raise RolloutlabError("--index names the runs; drop --name (or drop --index)")
     labels = _pairs(label or [], "--label")
     mapping = _pairs(map_ or [], "--map") or None
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -61,7 +64,7 @@ def ingest(
 
         report = do_ingest(sources, store_path(store), name=name, labels=labels, format=format,
                            mapping=mapping, split=split, on_error=on_error, progress=progress, jobs=jobs,
-                           on_wait=waiting)
+                           on_wait=waiting, index=index)
     if json_:
         typer.echo(orjson.dumps(dataclasses.asdict(report), option=orjson.OPT_INDENT_2).decode())
         return
@@ -79,6 +82,10 @@ def ingest(
             err_console.print(f"  [yellow]warning:[/] {w}", highlight=False)
         if s.rejects:
             err_console.print(f"  [red]{s.rejects} records rejected[/] — see `rolloutlab sql \"SELECT * FROM rejects\"`", highlight=False)
+    for u in report.unindexed:
+        err_console.print(f"[yellow]not in the index, not ingested:[/] {u}", highlight=False)
+    for u in report.index_unused:
+        err_console.print(f"[yellow]index entry naming no source:[/] {u}", highlight=False)
 
 
 @app.command()

@@ -58,6 +58,10 @@ class IngestReport:
     sources: list[SourceReport] = field(default_factory=list)
     leftovers_removed: list[str] = field(default_factory=list)
     """Staging folders and temporary files of interrupted ingests, removed by this one."""
+    unindexed: list[str] = field(default_factory=list)
+    """With an index: sources it does not name (reported, not ingested)."""
+    index_unused: list[str] = field(default_factory=list)
+    """With an index: its entries that named no source (``file:line: SOURCE``)."""
 
     @property
     def rejects(self) -> int:
@@ -80,8 +84,13 @@ def ingest(
     progress: ProgressFn | None = None,
     jobs: int | None = 1,
     on_wait: Callable[[str], None] | None = None,
+    index: str | Path | None = None,
 ) -> IngestReport:
     """Ingest ``sources`` into ``store``.  With ``name``, all sources form one run.
+
+    ``index``: a run index file (:mod:`rolloutlab.io._index`) naming the run and labels
+    of each source; sources it does not name are listed in ``IngestReport.unindexed``
+    and not ingested, entries naming no source in ``index_unused``.
 
     ``jobs``: worker processes reading parts; ``None`` chooses (up to 4 when the input is
     larger than 1 GiB, else 1).  Workers are started with ``spawn``, which re-imports the
@@ -94,7 +103,7 @@ def ingest(
         st = Store(Path(store))
     try:
         return _ingest_locked(st, sources, name=name, labels=labels, format=format, mapping=mapping, split=split,
-                              on_error=on_error, progress=progress, jobs=jobs, on_wait=on_wait)
+                              on_error=on_error, progress=progress, jobs=jobs, on_wait=on_wait, index=index)
     except Exception as e:
         if isinstance(e, RolloutlabError) or not is_disk_full(e):
             raise
@@ -104,8 +113,16 @@ def ingest(
 def _ingest_locked(st: Store, sources: Sequence[str | Path], *, name: str | None, labels: dict[str, str] | None,
                    format: str | None, mapping: dict[str, str] | None, split: str | None, on_error: str,
                    progress: ProgressFn | None, jobs: int | None,
-                   on_wait: Callable[[str], None] | None) -> IngestReport:
+                   on_wait: Callable[[str], None] | None, index: str | Path | None = None) -> IngestReport:
     report = IngestReport(store=str(st.path))
+    plan: list[tuple[Path, str | None, dict[str, str]]] = [(Path(s), name, labels or {}) for s in sources]
+    if index is not None:
+        from rolloutlab.io._index import indexed_sources, read_index, unused_entries
+
+        idx = read_index(index)
+        found, report.unindexed = indexed_sources([Path(s) for s in sources], idx)
+        report.index_unused = [f"{idx.path}:{e.line}: {e.source}" for e in unused_entries(idx, found)]
+        plan = [(p, e.run, {**(labels or {}), **e.labels}) for p, e in found]
     with st.lock(on_wait):
         st.manifest = st._read_manifest()
         report.leftovers_removed = [str(p) for p in st.remove_leftovers()]
@@ -113,10 +130,10 @@ def _ingest_locked(st: Store, sources: Sequence[str | Path], *, name: str | None
         staging = st.path / "_staging" / uuid.uuid4().hex[:12]
         staging.mkdir(parents=True)
         try:
-            for src in sources:
-                for one in _expand_runs(Path(src), format=format, mapping=mapping):
+            for src, src_name, src_labels in plan:
+                for one in _expand_runs(src, format=format, mapping=mapping):
                     report.sources.append(
-                        _ingest_source(one, st, manifest, staging, name=name, labels=labels or {},
+                        _ingest_source(one, st, manifest, staging, name=src_name, labels=src_labels,
                                        format=format, mapping=mapping, split=split, on_error=on_error,
                                        progress=progress, jobs=jobs)
                     )
