@@ -175,3 +175,15 @@ def test_cli_import_is_light() -> None:
                              "print('LOADED', *(m for m in ('duckdb', 'pyarrow', 'pandas', 'torch') if m in sys.modules))"],
                             capture_output=True, text=True, check=True).stdout
     assert helped.splitlines()[-1] == "LOADED"
+
+
+def test_ingest_command_loads_neither_pandas_nor_duckdb(tmp_path: Path) -> None:
+    """The ingest command's process imports what ingesting needs: pyarrow, not pandas
+    (pyarrow would import it to type-check values) nor duckdb (queries only)."""
+    dump = make_verl_dump(tmp_path / "dump", steps=2, trajs=16)
+    code = ("import sys\nfrom rolloutlab.cli import main\n"
+            f"assert main(['ingest', {str(dump)!r}, '--store', {str(tmp_path / 'st')!r}, '--json']) == 0\n"
+            "print('LOADED', *(m for m in ('pandas', 'duckdb', 'polars', 'torch') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines()[-1] == "LOADED"
+    assert rolloutlab.open_store(tmp_path / "st").sql("SELECT count(*) FROM trajectories").fetchall() == [(32,)]

@@ -44,6 +44,9 @@ def ingest(
 
     from rolloutlab.io import RolloutlabError
     from rolloutlab.io import ingest as do_ingest
+    from rolloutlab.io._fastpath import pyarrow_without_pandas
+
+    pyarrow_without_pandas()
 
     if on_error not in ("fail", "skip"):
         raise RolloutlabError(f"--on-error must be fail or skip, got {on_error!r}")

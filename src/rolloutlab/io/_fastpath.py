@@ -139,3 +139,30 @@ def rank_in_group(*keys: np.ndarray) -> np.ndarray:
     out = np.empty(n, np.int64)
     out[order] = idx - starts
     return out
+
+
+class _NoPandas:
+    """A meta-path finder that refuses ``pandas`` (used for one call, then removed)."""
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+        if name == "pandas" or name.startswith("pandas."):
+            raise ImportError("pandas is left out of pyarrow's type checks")
+
+
+def pyarrow_without_pandas() -> None:
+    """Spare a process that only ingests the import of pandas (about a third of a second,
+    a third of a small ingest): pyarrow imports pandas the first time it converts any
+    Python value, only to ask whether the value is a pandas object.  Asked once while
+    pandas cannot be found, it remembers "no pandas" and no longer asks; ``import pandas``
+    and ``Table.to_pandas()`` still work afterwards.  For the ``ingest`` command and its
+    workers only: a library caller may hand pyarrow pandas objects."""
+    import sys
+
+    if "pandas" in sys.modules:
+        return
+    finder = _NoPandas()
+    sys.meta_path.insert(0, finder)
+    try:
+        pa.array([0])
+    finally:
+        sys.meta_path.remove(finder)

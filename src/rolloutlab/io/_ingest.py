@@ -405,7 +405,10 @@ def _worker_init() -> None:
     a KeyboardInterrupt traceback."""
     import signal
 
+    from rolloutlab.io._fastpath import pyarrow_without_pandas
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    pyarrow_without_pandas()  # a worker only reads parts: spare it the import of pandas
 
 
 def _part_fingerprint(part: Part) -> str:

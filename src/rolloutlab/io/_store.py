@@ -25,12 +25,14 @@ import threading
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import duckdb
 import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+if TYPE_CHECKING:
+    import duckdb
 
 from rolloutlab.io._errors import Interrupted, RolloutlabError, StoreDamaged, StoreWarning
 from rolloutlab.schema import FORMAT_VERSION, TABLES
@@ -287,6 +289,8 @@ class Store:
     def con(self) -> duckdb.DuckDBPyConnection:
         """A DuckDB connection with one view per table over the committed files."""
         if self._con is None:
+            import duckdb  # here, not at the top: an ingest never queries (start time)
+
             con = duckdb.connect(":memory:")
             con.register("runs", runs_table(self.manifest))
             damaged = {p for e in self.manifest["runs"].values() for part in e["parts"].values()
@@ -446,6 +450,8 @@ _READ_ONLY = {"SELECT", "EXPLAIN"}
 
 def check_read_only(con: duckdb.DuckDBPyConnection, query: str) -> None:
     """Refuse anything but one SELECT / EXPLAIN statement (no COPY, CREATE, ATTACH...)."""
+    import duckdb
+
     try:
         statements = con.extract_statements(query)
     except duckdb.Error as e:
