@@ -16,6 +16,7 @@ SECTIONS = [
     ("Loading a run; what counts as success", "rolloutlab.analysis._data"),
     ("The success rule", "rolloutlab.analysis._success"),
     ("The per-step table", "rolloutlab.analysis._steps"),
+    ("Metrics-only runs", "rolloutlab.analysis._metrics_only"),
     ("The group-signal ledger", "rolloutlab.analysis._ledger"),
     ("pass@k vs mean reward", "rolloutlab.analysis._passk"),
     ("pass@k estimators", "rolloutlab.algos._passk"),
@@ -46,6 +47,10 @@ def analysis_markdown() -> str:
     for title, mod in SECTIONS:
         doc = inspect.cleandoc(importlib.import_module(mod).__doc__ or "").strip()
         out += [f"## {title}", "", f"*`{mod}`*", "", doc, ""]
+        if mod == "rolloutlab.analysis._metrics_only":  # the mapping table, from the code itself
+            from rolloutlab.analysis._metrics_only import canonical_table_markdown
+
+            out += [canonical_table_markdown(), ""]
     return "\n".join(out).rstrip() + "\n"
 
 

@@ -81,6 +81,28 @@ TRAJECTORY_ONLY = {
 """Sections that cannot be computed from per-step scalars, with the one line ``analyze`` prints."""
 
 
+_WHO = {
+    "reward/mean": "rolloutlab", "success/rate": "rolloutlab", "response/length_mean": "rolloutlab",
+    "reward/avg_raw_reward": "SkyRL", "generate/avg_num_tokens": "SkyRL", "policy/policy_entropy": "SkyRL",
+    "loss/avg_kl": "SkyRL", "policy/grad_norm": "SkyRL",
+    "critic/score/mean": "verl", "critic/rewards/mean": "verl", "response_length/mean": "verl",
+    "actor/entropy": "verl", "actor/ppo_kl": "verl", "actor/kl_loss": "verl", "actor/pg_clipfrac": "verl",
+    "actor/grad_norm": "verl", "actor/lr": "verl",
+    "episode/reward/mean": "verl-agent", "episode/success_rate": "verl-agent",
+    "env/all/reward/total": "Tinker", "reward": "TRL", "completions/mean_length": "TRL",
+    "completion_length": "TRL", "entropy": "TRL", "grad_norm": "TRL", "learning_rate": "TRL",
+}
+
+
+def canonical_table_markdown() -> str:
+    """The mapping table of :data:`CANONICAL_METRICS` as Markdown (for ``docs/analysis.md``)."""
+    rows = ["| canonical | logged as (first found wins; each also with a `train/` prefix) |", "|---|---|"]
+    rows += [f"| `{canon}` | {', '.join(f'`{n}`' + (f' ({_WHO[n]})' if n in _WHO else '') for n in names)} |"
+             for canon, names in CANONICAL_METRICS.items()]
+    rows.append("| `pass@k` | `reward/avg_pass_at_{k}` (SkyRL), `pass_at_{k}`, `pass@{k}` |")
+    return "\n".join(rows)
+
+
 def _find(metrics: pd.DataFrame, names: tuple[str, ...]) -> str | None:
     for name in names:
         for cand in (name, f"train/{name}"):
