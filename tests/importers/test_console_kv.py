@@ -77,6 +77,11 @@ def test_ambiguous_or_stepless_not_detected(tmp_path: Path) -> None:
     ("{'step': True, 'x': 1}", None),
     ("{'step': 3, 'global_step': 4, 'x': 1}", None),
     ("no dict here {", None),
+    # the form a verl-based SkyRL trainer prints (step in the prefix and as train/step)
+    ("(main_task pid=9) 2025-07-05 10:00:00 model.py:660 - step 1: {'train/loss': 0.0006256469641812146, "
+     "'train/pg_clipfrac': 0.0, 'train/step': 1}", (1, {"train/loss": 0.0006256469641812146, "train/pg_clipfrac": 0.0})),
+    ("step 2: {'a': 1}", (2, {"a": 1})),
+    ("step 2: {'a': 1, 'step': 3}", None),
 ])
 def test_parse_dict_line(line: str, want: object) -> None:
     assert parse_dict_line(line) == want

@@ -7,7 +7,8 @@ of two common forms, after any loguru or Ray ``(name pid=N)`` prefix:
 - a **dict per line**: the text from the line's first ``{`` to its last ``}`` is a Python
   literal (``print(metrics)``, ``logger.info(metrics)``) or JSON object whose keys
   include a step key — ``step``, ``global_step``, ``trainer/global_step``,
-  ``train/global_step``, ``_step`` — with a whole-number value;
+  ``train/global_step``, ``train/step``, ``_step`` — with a whole-number value, or
+  that follows ``step N:`` on its line (``… - step 1: {'train/loss': 0.0006, …}``);
 - **``k=v`` pairs**: a line with ``step=N`` (or another step key) and at least one other
   ``name=number`` pair (``step=10 loss=0.52 reward=0.31 lr=1e-05``), pairs separated by
   spaces, commas, ``|`` or ``;``.
@@ -61,7 +62,8 @@ from rolloutlab.io.importers.skyrl_console import (
     numbered_lines,
 )
 
-STEP_KEYS = ("step", "global_step", "trainer/global_step", "train/global_step", "_step")
+STEP_KEYS = ("step", "global_step", "trainer/global_step", "train/global_step", "train/step", "_step")
+_STEP_BEFORE = re.compile(r"(?:^|[^\w/])[Ss]tep[ :=]\s*(\d+)\s*:?\s*$")
 _PAIR = re.compile(r"(?:^|(?<=[\s,|;]))([A-Za-z_][\w/.@-]*)=([^\s,|;]+)")
 _INT = re.compile(r"^\d+$")
 
@@ -90,6 +92,9 @@ def parse_dict_line(line: str) -> tuple[int, dict[str, Any]] | None:
         return None
     flat = dict(flatten(data))
     steps = {flat[k] for k in STEP_KEYS if k in flat}
+    before = _STEP_BEFORE.search(body[:i])
+    if before is not None:  # "step 12: {...}" (skyrl-v0's verl-based trainer prints this)
+        steps.add(int(before.group(1)))
     steps_int = {int(s) for s in steps if isinstance(s, int) and not isinstance(s, bool) and s >= 0}
     if len(steps) != 1 or len(steps_int) != 1:
         return None
