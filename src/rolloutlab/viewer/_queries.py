@@ -9,8 +9,10 @@ full length beside them, so a 10 MB observation costs what its first screen cost
 The numbers (``trajectories``, ``turns``, ``runs``) are tables in memory (see
 :mod:`._live`); texts are read only for the rows a page shows, from only the Parquet
 files that can hold that step (their list is bound to the ``?`` of :data:`TEXTS_IN`),
-always narrowed by ``run_id, split, step``.  Success is the ``success`` the source
-recorded (the dashboard's figures use the analysis's rule, which may derive it).
+always narrowed by ``run_id, split, step``.  ``success`` in the in-memory
+``trajectories`` table is the run's one success rule already applied (see :mod:`._live`;
+the source's own value is ``recorded_success``), so every query here — step rows, group
+rates, cards, the ``success=`` filter, task history — agrees with the analysis.
 """
 
 from __future__ import annotations
