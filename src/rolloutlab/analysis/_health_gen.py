@@ -1,0 +1,187 @@
+"""Synthetic per-step runs, healthy or with one planted pathology, to test the health check.
+
+A healthy run (:func:`healthy_run`) logs, under rolloutlab's trainer names (verl's for
+the critic, advantages and truncation), the scalars of a GRPO/PPO run that is learning:
+correctness rising on a logistic curve, a format reward learned in the first steps,
+response length drifting by −10 %…+100 %, entropy easing down to 40–80 % of its start,
+KL to the reference growing like √t, clip fraction creeping up, a share of
+zero-variance groups rising with success, a critic whose loss falls and explained
+variance rises, gradient norms with log-normal noise and one or two isolated spikes (up
+to 15×), a few ungraded blips, slow checkpoint steps every 50 steps.  Each run draws its
+length (60–300 steps), levels and noise at random.
+
+:func:`planted_run` adds one pathology (``PLANTED``: one per signature in
+:data:`rolloutlab.analysis._health.SIGNATURES`) from an onset drawn uniformly in
+[20 %, 80 %] of the run, with a random size and ramp; it returns the run and the onset
+step.  Everything is vectorised numpy: a run costs well under a millisecond.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+__all__ = ["PLANTED", "healthy_run", "planted_run"]
+
+F = npt.NDArray[np.float64]
+
+
+def _lognoise(rng: np.random.Generator, n: int, sd: float) -> F:
+    return np.exp(rng.normal(0.0, sd, n))
+
+
+def _base(rng: np.random.Generator, n: int) -> dict[str, F]:
+    t = np.linspace(0.0, 1.0, n)
+    c0, c1 = rng.uniform(0.05, 0.35), rng.uniform(0.5, 0.9)
+    mid, width = rng.uniform(0.2, 0.5), rng.uniform(0.08, 0.2)
+    corr = c0 + (c1 - c0) / (1 + np.exp(-(t - mid) / width))
+    f0 = rng.uniform(0.2, 0.6)
+    fmt = 1 - (1 - f0) * np.exp(-t / rng.uniform(0.05, 0.15))
+    growth = rng.uniform(-0.1, 1.0)
+    ent_floor, ent_tau = rng.uniform(0.4, 0.8), rng.uniform(0.2, 0.6)
+    kl_scale = rng.uniform(0.002, 0.05)
+    clip0 = rng.uniform(0.002, 0.03)
+    zv0 = rng.uniform(0.1, 0.3)
+    adv = rng.uniform(1.5, 3.0)
+    v0 = rng.uniform(0.05, 2.0)
+    g0 = rng.uniform(0.1, 1.0)
+    grad = g0 * (1 - 0.4 * t) * _lognoise(rng, n, 0.2)
+    for _ in range(int(rng.integers(1, 3))):
+        if rng.random() < 0.7:
+            grad[rng.integers(0, n)] *= rng.uniform(3.0, 15.0)
+    step_s = rng.uniform(20.0, 200.0) * (1 + 0.3 * growth * t) * _lognoise(rng, n, 0.05)
+    step_s[49::50] *= 2.0  # checkpoint steps
+    ungraded = rng.uniform(0.0, 0.02) + np.abs(rng.normal(0.0, 0.005, n))
+    if rng.random() < 0.3:
+        ungraded[rng.integers(0, n)] += rng.uniform(0.05, 0.15)
+    share_high = np.clip(rng.uniform(0.35, 0.65) + rng.normal(0.0, 0.03, n), 0.0, 1.0)
+    clip = clip0 * (1 + 0.5 * t) * _lognoise(rng, n, 0.1)
+    return {
+        "success/rate": np.clip(corr + rng.normal(0.0, 0.025, n), 0.0, 1.0),
+        "reward/format": np.clip(fmt + rng.normal(0.0, 0.02, n), 0.0, 1.0),
+        "response/length_mean": rng.uniform(200.0, 800.0) * (1 + growth * t) * _lognoise(rng, n, 0.03),
+        "actor/entropy": rng.uniform(0.3, 1.5) * (ent_floor + (1 - ent_floor) * np.exp(-t / ent_tau))
+        * _lognoise(rng, n, 0.03),
+        "actor/kl_loss": kl_scale * (1e-3 + np.sqrt(t)) * _lognoise(rng, n, 0.15),
+        "actor/pg_clipfrac": clip,
+        "actor/pg_clipfrac_high": clip * share_high,
+        "actor/pg_clipfrac_low": clip * (1 - share_high),
+        "rollout/zero_variance_frac": np.clip(zv0 + 0.15 * (corr - c0) + rng.normal(0.0, 0.03, n), 0.0, 1.0),
+        "critic/advantages/max": adv * _lognoise(rng, n, 0.05),
+        "critic/advantages/min": -adv * rng.uniform(0.8, 1.2) * _lognoise(rng, n, 0.05),
+        "critic/vf_loss": v0 * (0.3 + 0.7 * np.exp(-t / 0.3)) * _lognoise(rng, n, 0.1),
+        "critic/vf_explained_var": 0.1 + 0.5 * (1 - np.exp(-t / 0.3)) + rng.normal(0.0, 0.04, n),
+        "actor/grad_norm": grad,
+        "actor/skipped_nonfinite": np.zeros(n),
+        "response_length/clip_ratio": np.clip(rng.uniform(0.0, 0.05) + 0.05 * max(growth, 0.0) * t
+                                              + rng.normal(0.0, 0.01, n), 0.0, 1.0),
+        "response/repetition_rate": np.clip(rng.uniform(0.01, 0.05) + rng.normal(0.0, 0.005, n), 0.0, 1.0),
+        "timing/step_s": step_s,
+        "rollout/sampler_trainer_kl": rng.uniform(1e-4, 1e-3) * _lognoise(rng, n, 0.2),
+        "rollout/ungraded_rate": np.clip(ungraded, 0.0, 1.0),
+        "_corr": corr,
+        "_fmt": fmt,
+    }
+
+
+def _frame(cols: dict[str, F], rng: np.random.Generator) -> pd.DataFrame:
+    n = cols["_corr"].shape[0]
+    corr = np.clip(cols.pop("_corr") + rng.normal(0.0, 0.025, n), 0.0, 1.0)
+    fmt = cols.pop("_fmt")
+    bonus = cols.pop("_bonus", np.zeros(n))
+    cols["success/rate"] = corr
+    cols["reward/mean"] = 0.8 * corr + 0.2 * fmt + bonus + rng.normal(0.0, 0.02, n)
+    df = pd.DataFrame(cols, index=pd.RangeIndex(1, n + 1, name="step"))
+    return df
+
+
+def healthy_run(rng: np.random.Generator, n: int | None = None) -> pd.DataFrame:
+    """A healthy run of ``n`` steps (default: 60–300 at random); see the module docstring."""
+    n = int(rng.integers(60, 301)) if n is None else n
+    return _frame(_base(rng, n), rng)
+
+
+def _ramp(n: int, o: int, d: float) -> F:
+    return np.clip((np.arange(n) - o) / max(d, 1.0), 0.0, 1.0)
+
+
+PLANTED = (
+    "kl_blowup", "entropy_collapse", "length_hacking", "format_gaming", "clip_saturation",
+    "zero_variance_groups", "advantage_collapse", "value_divergence", "grad_spikes", "grad_nonfinite",
+    "grad_vanishing", "truncation_starvation", "repetition_rising", "asymmetric_drift", "throughput_rot",
+    "offpolicy_mismatch", "ungraded_spike",
+)
+"""The pathologies :func:`planted_run` can plant (one per health signature)."""
+
+
+def planted_run(kind: str, rng: np.random.Generator, n: int | None = None) -> tuple[pd.DataFrame, int]:
+    """A healthy run with ``kind`` planted from a random onset; returns (run, onset step)."""
+    if kind not in PLANTED:
+        raise ValueError(f"unknown pathology {kind!r}; known: {', '.join(PLANTED)}")
+    n = int(rng.integers(60, 301)) if n is None else n
+    c = _base(rng, n)
+    o = int(rng.integers(int(0.2 * n), int(0.8 * n) + 1))
+    i = np.arange(n)
+    fast = _ramp(n, o, rng.uniform(0.02, 0.08) * n)
+    slow = _ramp(n, o, 0.3 * n)
+    after = i >= o
+    if kind == "kl_blowup":
+        c["actor/kl_loss"] *= np.exp(np.log(rng.uniform(8.0, 200.0)) * (i - o).clip(0) / max(n - 1 - o, 1))
+    elif kind == "entropy_collapse":
+        floor = rng.uniform(0.02, 0.15)
+        c["actor/entropy"] *= np.where(after, floor + (1 - floor) * np.exp(-(i - o).clip(0) / (0.03 * n)), 1.0)
+    elif kind == "length_hacking":
+        c["response/length_mean"] *= 1 + (rng.uniform(1.6, 3.0) - 1) * slow
+        c["_corr"] = np.where(after, c["_corr"][o], c["_corr"])
+        c["_bonus"] = rng.uniform(0.1, 0.2) * slow
+    elif kind == "format_gaming":
+        low, high = rng.uniform(0.1, 0.3), rng.uniform(0.8, 0.98)
+        c["_fmt"] = low + (high - low) * fast
+        c["reward/format"] = np.clip(c["_fmt"] + rng.normal(0.0, 0.02, n), 0.0, 1.0)
+        c["_corr"] = np.where(after, c["_corr"][o], c["_corr"])
+    elif kind == "clip_saturation":
+        c["actor/pg_clipfrac"] = c["actor/pg_clipfrac"] + rng.uniform(0.25, 0.6) * slow
+    elif kind == "zero_variance_groups":
+        zv = c["rollout/zero_variance_frac"]
+        c["rollout/zero_variance_frac"] = zv + fast * (rng.uniform(0.7, 0.95) - zv)
+    elif kind == "advantage_collapse":
+        keep = 1 - fast * (1 - rng.uniform(0.01, 0.1))
+        c["critic/advantages/max"] *= keep
+        c["critic/advantages/min"] *= keep
+    elif kind == "value_divergence":
+        c["critic/vf_loss"] *= np.exp(np.log(rng.uniform(10.0, 100.0)) * slow)
+        ev = c["critic/vf_explained_var"]
+        c["critic/vf_explained_var"] = ev * (1 - slow) + slow * rng.uniform(-0.5, 0.1)
+    elif kind == "grad_spikes":
+        hit = after & (rng.random(n) < rng.uniform(0.15, 0.3))
+        hit[o] = True
+        c["actor/grad_norm"] = np.where(hit, c["actor/grad_norm"] * rng.uniform(15.0, 200.0, n), c["actor/grad_norm"])
+    elif kind == "grad_nonfinite":
+        hit = after & (rng.random(n) < rng.uniform(0.1, 0.3))
+        hit[o] = True
+        c["actor/skipped_nonfinite"] = np.where(hit, rng.integers(1, 5, n), 0).astype(float)
+        c["actor/grad_norm"] = np.where(hit, np.inf, c["actor/grad_norm"])
+    elif kind == "grad_vanishing":
+        c["actor/grad_norm"] *= 1 - fast * (1 - rng.uniform(1e-3, 2e-2))
+    elif kind == "truncation_starvation":
+        c["response_length/clip_ratio"] = c["response_length/clip_ratio"] + rng.uniform(0.2, 0.6) * slow
+    elif kind == "repetition_rising":
+        c["response/repetition_rate"] = c["response/repetition_rate"] + rng.uniform(0.15, 0.5) * fast
+    elif kind == "asymmetric_drift":
+        clip = c["actor/pg_clipfrac"]
+        share = c["actor/pg_clipfrac_high"] / clip
+        target = rng.uniform(0.85, 0.98)
+        if rng.random() < 0.5:
+            target = 1 - target
+        share = share + fast * (target - share)
+        c["actor/pg_clipfrac_high"], c["actor/pg_clipfrac_low"] = clip * share, clip * (1 - share)
+    elif kind == "throughput_rot":
+        c["timing/step_s"] *= 1 + rng.uniform(1.5, 4.0) * slow
+    elif kind == "offpolicy_mismatch":
+        c["rollout/sampler_trainer_kl"] *= np.exp(np.log(rng.uniform(8.0, 100.0)) * slow)
+    elif kind == "ungraded_spike":
+        end = int(rng.integers(o + max(3, int(0.05 * n)), n + 1))
+        burst = (i >= o) & (i < end)
+        c["rollout/ungraded_rate"] = np.clip(c["rollout/ungraded_rate"] + burst * rng.uniform(0.15, 0.6), 0.0, 1.0)
+    return _frame(c, rng), o + 1
