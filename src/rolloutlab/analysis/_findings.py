@@ -38,6 +38,14 @@ class Finding:
     text: str
     steps: tuple[int, int] | None = None
     evidence: dict[str, Any] = field(default_factory=dict)
+    severity: str | None = None
+    """``info`` / ``warning`` / ``critical`` for training-health findings (``_health``); None otherwise."""
+    onset: int | None = None
+    """The step where the signature began (health findings)."""
+    confidence: float | None = None
+    """Heuristic score in [0, 1] (health findings; see ``_health``)."""
+    actions: tuple[str, ...] = ()
+    """What to try, most direct first (health findings)."""
 
 
 def _late(df: pd.DataFrame, col: str, frac: float = 0.2) -> tuple[float, tuple[int, int]] | None:
