@@ -72,19 +72,21 @@ def keys_in_order(data: bytes, keys: list[str], n_lines: int) -> bool:
     """Whether every line of ``data`` holds the top-level ``keys`` in this order, each
     written ``"key":``.  Only for files whose columns are all scalars (no nested object
     can hold a key then; inside a string a quote is always escaped, so ``"key":`` there
-    cannot occur).  One scan of each line, bounded by its newline."""
+    cannot occur), and each key occurs once (the reader refuses duplicates).  Searched
+    backwards from the line's end, last key first: the keys that vary (a dump's extras)
+    usually follow the long texts, so each line is scanned only over its last bytes."""
     if len(keys) < 2:
         return True
-    pats = [orjson.dumps(k) + b":" for k in keys]
+    pats = [orjson.dumps(k) + b":" for k in reversed(keys)]
     if any(b"\\" in p for p in pats):
         return False
-    find = data.find
+    find, rfind = data.find, data.rfind
     pos = 0
     for _ in range(n_lines):
         end = find(b"\n", pos)
-        p = pos
+        p = end
         for pat in pats:
-            p = find(pat, p, end)
+            p = rfind(pat, pos, p)
             if p < 0:
                 return False
         pos = end + 1

@@ -519,10 +519,14 @@ class PartSink:
         w = self._writers.get(table)
         if w is None:
             path = self.out_dir / table / f"{self.stem}.parquet"
-            path.parent.mkdir(parents=True, exist_ok=True)
             # lz4: half the cost of zstd at ingest (benchmarks/bench_ingest.py); statistics
             # only where queries filter (min/max of long texts cost time and help nothing).
-            w = pq.ParquetWriter(path, self._schemas[table], compression="lz4", write_statistics=_STATS[table])
+            opts: dict[str, Any] = {"compression": "lz4", "write_statistics": _STATS[table]}
+            try:  # the folder exists but for the first part (a mkdir per file is slow on some file systems)
+                w = pq.ParquetWriter(path, self._schemas[table], **opts)
+            except FileNotFoundError:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                w = pq.ParquetWriter(path, self._schemas[table], **opts)
             self._writers[table] = w
             self.files[table] = str(path.relative_to(self.out_dir))
         self._pending.append(_writer_pool().submit(w.write_table, batch))
