@@ -27,8 +27,18 @@ def loguru(i: int, message: str, *, name: str = "skyrl_train.utils.tracking", fn
     return f"{_T0.format(i % 60, i % 1000)} | {level: <8} | {name}:{fn}:{line} - {message}\n"
 
 
-def console_record(step: int, data: dict[str, Any], i: int = 0) -> str:
-    return loguru(i, f"Step {step}: \n{pprint.pformat(stringify(data))}")
+def loguru_colour(i: int, message: str, *, name: str = "skyrl_train.utils.tracking", fn: str = "log",
+                  line: int = 97) -> str:
+    """The same record as SkyRL's ``configure_ray_worker_logging`` writes it: loguru with
+    ``colorize=True`` (ANSI even without a TTY), INFO in bold green."""
+    g, b, c, r = "\x1b[32m", "\x1b[1m", "\x1b[36m", "\x1b[0m"
+    return (f"{g}{_T0.format(i % 60, i % 1000)}{r} | {b}{g}{'INFO': <8}{r} | {c}{name}{r}:{c}{fn}{r}:{c}{line}{r} - "
+            f"{b}{g}{message}{r}\n")
+
+
+def console_record(step: int, data: dict[str, Any], i: int = 0, *, colour: bool = False) -> str:
+    msg = f"Step {step}: \n{pprint.pformat(stringify(data))}"
+    return loguru_colour(i, msg) if colour else loguru(i, msg)
 
 
 def ray(prefix: str, text: str) -> str:

@@ -123,6 +123,19 @@ def test_ray_prefixes_interleaved_per_process(tmp_path: Path) -> None:
     assert stored(tmp_path / "store") == expected(a)
 
 
+def test_colourised_records_under_ray(tmp_path: Path) -> None:
+    """SkyRL's own logging set-up: loguru with ANSI colours, inside a Ray task."""
+    rng = random.Random(8)
+    steps = {s: metrics_for(s, rng) for s in range(1, 6)}
+    prefix = "\x1b[36m(skyrl_entrypoint pid=1234, ip=10.0.0.7)\x1b[0m "
+    text = "".join(ray(prefix, console_record(s, d, s, colour=True)) + NOISE[s] for s, d in steps.items())
+    src = tmp_path / "ray.log"
+    src.write_text(text)
+    assert detect_format(src).name == "skyrl_console"
+    rolloutlab.ingest([src], tmp_path / "store")
+    assert stored(tmp_path / "store") == expected(steps)
+
+
 def test_nested_eval_and_odd_values(tmp_path: Path) -> None:
     data = {"eval/gsm8k/avg_score": 0.61234, "eval/all/pass_at_5": 0.8, "trainer/global_step": 4,
             "nested": {"a": 1.5, "b": {"c": 2}}, "flag": True, "name": "run-7", "lst": [1.0, 2.0],

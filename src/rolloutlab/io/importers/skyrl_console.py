@@ -94,6 +94,7 @@ class _Open:
     depth: int = 0
     quote: str | None = None
     started: bool = False
+    data: Any = None
 
 
 class ParseIssues:
@@ -121,17 +122,23 @@ def _message(rest: str) -> tuple[bool, str]:
     return (True, m.group(1)) if m else (False, rest)
 
 
+_TOKENS = re.compile(r"[\\'\"{}()\[\]]")
+
+
 def _scan(o: _Open, text: str) -> bool:
     """Feed one line of the dict to the bracket counter; True when the dict is closed.
-    Strings (``'…'`` / ``"…"`` with backslash escapes) are skipped, as ``repr`` writes them."""
-    i, n = 0, len(text)
-    while i < n:
+    Strings (``'…'`` / ``"…"`` with backslash escapes) are skipped, as ``repr`` writes them.
+    Only quotes, backslashes and brackets are visited (a regex finds them)."""
+    skip = -1
+    for m in _TOKENS.finditer(text):
+        i = m.start()
+        if i <= skip:
+            continue  # the character after a backslash
         c = text[i]
         if o.quote is not None:
             if c == "\\":
-                i += 2
-                continue
-            if c == o.quote:
+                skip = i + 1
+            elif c == o.quote:
                 o.quote = None
         elif c in "'\"":
             o.quote = c
@@ -142,8 +149,25 @@ def _scan(o: _Open, text: str) -> bool:
             o.depth -= 1
             if o.depth <= 0 and o.started:
                 return True
-        i += 1
     return False
+
+
+def _closed(o: _Open, line: str) -> bool:
+    """Whether the lines gathered in ``o`` (``line`` the last) make a closed dict.
+
+    Only a line ending in ``}`` can close it (pprint ends an inner dict that is not last
+    with ``},``): the text is then parsed (kept in ``o.data``); when that fails, the
+    bracket scan decides whether it is closed and malformed, or not closed yet.  One
+    parse per dict and no character loop, in the common case."""
+    o.started = True
+    if not line.rstrip().endswith("}"):
+        return False
+    text = "\n".join(o.text)
+    try:
+        o.data = _literal(text)
+        return True
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return _scan(_Open(o.step, o.line), text)
 
 
 def _literal(text: str) -> Any:
@@ -167,7 +191,9 @@ def iter_steps(lines: Iterator[tuple[int, str]], issues: ParseIssues) -> Iterato
     that drops the dict (``issues.dropped``); the end of the input leaves it pending."""
     open_: dict[str, _Open] = {}
     for lineno, raw in lines:
-        line = _ANSI.sub("", raw)
+        if not open_ and "Step " not in raw:
+            continue  # most lines of a run's log: nothing open, no header
+        line = _ANSI.sub("", raw) if "\x1b" in raw else raw
         stream, rest = _split_prefix(line)
         is_record, msg = _message(rest)
         o = open_.get(stream)
@@ -180,7 +206,7 @@ def iter_steps(lines: Iterator[tuple[int, str]], issues: ParseIssues) -> Iterato
                 if not rest.startswith("{"):
                     continue  # noise between the header and the dict
                 o.text.append(rest)
-                if _scan(o, rest):
+                if _closed(o, rest):
                     del open_[stream]
                     yield from _finish(o, issues)
                 continue
@@ -190,7 +216,7 @@ def iter_steps(lines: Iterator[tuple[int, str]], issues: ParseIssues) -> Iterato
                     del open_[stream]
                     continue
                 o.text.append(rest)
-                if _scan(o, rest):
+                if _closed(o, rest):
                     del open_[stream]
                     yield from _finish(o, issues)
                 continue
@@ -201,7 +227,7 @@ def iter_steps(lines: Iterator[tuple[int, str]], issues: ParseIssues) -> Iterato
         tail = m.group(2).strip()
         if tail.startswith("{"):  # a dict on the header's own line
             o.text.append(tail)
-            if _scan(o, tail):
+            if _closed(o, tail):
                 yield from _finish(o, issues)
                 continue
         open_[stream] = o
@@ -213,7 +239,7 @@ def iter_steps(lines: Iterator[tuple[int, str]], issues: ParseIssues) -> Iterato
 def _finish(o: _Open, issues: ParseIssues) -> Iterator[StepDict]:
     text = "\n".join(o.text)
     try:
-        data = _literal(text)
+        data = o.data if o.data is not None else _literal(text)
     except (ValueError, SyntaxError, MemoryError, RecursionError) as e:
         issues.bad.append((o.step, o.line, f"step {o.step}: the metrics dict does not parse ({type(e).__name__})",
                            text[:120]))
@@ -250,22 +276,28 @@ def number(v: Any) -> float | int | None:
 
 
 def numbered_lines(path: Path) -> Iterator[tuple[int, str]]:
-    """``(line number, text)`` of a (compressed) file, read in 1 MiB chunks (the zstd
-    reader cannot iterate lines); a last line without newline is given too."""
+    """``(line number, text)`` of a (compressed) file, read in 4 MiB chunks (the zstd
+    reader cannot iterate lines) and decoded a chunk of whole lines at a time; a last
+    line without newline is given too."""
     i = 0
     rest = b""
     with open_binary(path) as f:
         while True:
-            chunk = f.read(1 << 20)
+            chunk = f.read(1 << 22)
             if not chunk:
                 break
-            lines = (rest + chunk).split(b"\n")
-            rest = lines.pop()
-            for raw in lines:
+            block = rest + chunk
+            cut = block.rfind(b"\n")
+            if cut < 0:
+                rest = block
+                continue
+            rest = block[cut + 1:]
+            for line in block[:cut].decode("utf-8", "replace").split("\n"):
                 i += 1
-                yield i, raw.decode("utf-8", "replace").rstrip("\r")
+                yield i, line[:-1] if line.endswith("\r") else line
     if rest:
-        yield i + 1, rest.decode("utf-8", "replace").rstrip("\r")
+        text = rest.decode("utf-8", "replace")
+        yield i + 1, text[:-1] if text.endswith("\r") else text
 
 
 def _head_lines(path: Path) -> Iterator[tuple[int, str]]:
