@@ -14,6 +14,7 @@ import os
 import uuid
 import warnings
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -219,6 +220,7 @@ def _ingest_source(
             ctx.warn(f"{src}: no {importer.name} files found")
         src_tag = hashlib.blake2b(root_key.encode(), digest_size=4).hexdigest()
         todo: list[tuple[str, str, Part, str]] = []
+        written: list[tuple[dict[str, Any], dict[str, str], Future[None] | None]] = []
         for part in parts:
             uid = f"{src_tag}:{part.key}"
             fp = _part_fingerprint(part)
@@ -248,7 +250,7 @@ def _ingest_source(
                 "key": part.key,
                 "fingerprint": fp,
                 "files": files,
-                "sizes": {t: (staging / rel).stat().st_size for t, rel in files.items()},
+                "sizes": {},  # below, once the writer thread has closed the files
                 "counts": res.counts,
                 "steps": sorted([list(s) for s in res.steps]) if part.exclusive_steps else [],
                 "max_step": {sp: max(s for p, s in res.steps if p == sp) for sp, _ in res.steps},
@@ -256,10 +258,15 @@ def _ingest_source(
                 "rejects": len(res.rejects),
                 "models": res.models,
             }
+            written.append((entry["parts"][uid], files, res.closing))
             rep.parts_read += 1
             rep.rejects += len(res.rejects)
             for k in rep.counts:
                 rep.counts[k] += res.counts[k]
+        for stored, files, closing in written:
+            if closing is not None:
+                closing.result()  # a write error (a full disk) is raised here, before any commit
+            stored["sizes"] = {t: (staging / rel).stat().st_size for t, rel in files.items()}
         _derive_model(run_id, run, entry, ctx)
         if progress:
             progress(f"{importer.name}: done", len(parts), len(parts))
@@ -313,6 +320,8 @@ class _PartResult:
     warnings: list[str] = field(default_factory=list)
     pending: tuple[str, int] | None = None
     models: list[str] = field(default_factory=list)
+    closing: Future[None] | None = None
+    """The writer thread's closing of the part's files (``_read_one(wait=False)``)."""
 
 
 @contextlib.contextmanager
@@ -335,18 +344,21 @@ def importer_boundary(importer: Importer | None, path: Path) -> Iterator[None]:
         raise unexpected(e, path=path, importer=importer.name if importer else None) from e
 
 
-def _read_one(importer: Importer, part: Part, run_id: str, staging: Path, stem: str, on_error: str) -> _PartResult:
+def _read_one(importer: Importer, part: Part, run_id: str, staging: Path, stem: str, on_error: str,
+              wait: bool = True) -> _PartResult:
     """Read one part into staged Parquet files (runs in a worker process for big ingests).
 
     With ``on_error="skip"``, a part that fails as a whole (a file that is not JSON, a
-    corrupt archive) is quarantined as one ``rejects`` row and the ingest goes on."""
+    corrupt archive) is quarantined as one ``rejects`` row and the ingest goes on.
+    ``wait=False`` (one process) leaves the closing of its files to the writer thread, so
+    that writing overlaps reading the next part: see ``_PartResult.closing``."""
     ctx = ReadContext(on_error)
     sink = PartSink(run_id, staging, stem)
     res = _PartResult(stem=stem)
     try:
         with importer_boundary(importer, part.paths[0] if part.paths else Path(part.key)):
             importer.read(part, sink, ctx)
-            sink.close()
+            res.closing = sink.close(wait=wait)
     except IncompleteTail as e:
         sink.abort()
         res.pending = (e.path, e.line)
@@ -382,7 +394,7 @@ def _read_parts(importer: Importer, todo: list[tuple[str, str, Part, str]], run_
         jobs = min(os.cpu_count() or 1, 4) if size >= PARALLEL_MIN_BYTES and len(todo) > 1 else 1
     if jobs <= 1:
         for uid, fp, part, stem in todo:
-            yield uid, fp, part, _read_one(importer, part, run_id, staging, stem, on_error)
+            yield uid, fp, part, _read_one(importer, part, run_id, staging, stem, on_error, wait=False)
         return
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor

@@ -540,12 +540,31 @@ class PartSink:
                 keep.append(f)
         self._pending = keep
 
-    def close(self) -> None:
+    def close(self, *, wait: bool = True) -> Future[None] | None:
+        """Write what is buffered and close the files.
+
+        ``wait=False`` leaves the last writes and the closing to the writer thread and
+        returns its future, so that the caller reads the next part meanwhile; the files
+        are complete (and a write error is raised) once ``future.result()`` returns."""
         self.flush()
-        self._check_pending(wait=True)
-        for w in self._writers.values():
-            w.close()
-        self._writers.clear()
+        if wait:
+            self._check_pending(wait=True)
+            for w in self._writers.values():
+                w.close()
+            self._writers.clear()
+            return None
+        writers, pending = list(self._writers.values()), self._pending
+        self._writers, self._pending = {}, []
+
+        def finish() -> None:  # runs after the pending writes (one writer thread, in order)
+            try:
+                for f in pending:
+                    f.result()
+            finally:
+                for w in writers:
+                    w.close()
+
+        return _writer_pool().submit(finish)
 
     def abort(self) -> None:
         for f in self._pending:
