@@ -209,6 +209,9 @@ def analyze(frame: RunFrame, *, split_at: float | None = None, replay: bool = Tr
     a = Analysis(frame.run_id, frame.split, frame.success_rule, steps, ledger, pk, verdict, sat, ent, rep, sets,
                  cardinality, skipped, saturation_fit=fit)
     a.findings = rank_findings(a)
+    from rolloutlab.analysis._health import health_table, merge_health
+
+    a.findings = merge_health(a.findings, a.skipped, health_table(frame.metrics, steps, ledger))
     return a
 
 

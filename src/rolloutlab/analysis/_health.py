@@ -45,9 +45,10 @@ Non-finite values: a table read from the store holds NaN/inf as missing (the sto
 no non-finite number), so after import only explicit counters (``actor/skipped_nonfinite``)
 and infinities in a table passed in directly are counted.
 
-Signatures, the scalars each reads (canonical name: the names looked for, first found
-wins; step-table columns such as ``mean_reward`` stand in when trajectories exist), and
-the thresholds:
+Signatures, the scalars each reads (canonical name: the names looked for, each also with
+a ``train/`` prefix as W&B and TensorBoard exports of TRL write them, first found wins;
+step-table columns such as ``mean_reward`` stand in when trajectories exist), and the
+thresholds:
 """
 
 from __future__ import annotations
@@ -243,19 +244,19 @@ def _shift(s: Scalar, direction: int, *, log: bool, floor: float = 0.0) -> Shift
     sigma = robust_sigma(y)
     pre, ref = _levels(x, y, k, slope, icpt, w, direction, log)
     onset = float(x[k])
-    if direction * (late - ref) > 0:
-        # The split of two separate lines lands mid-ramp when a ramp ends in a plateau; the
-        # onset is the break of a continuous hinge fitted up to where the series settles
-        # (stays past 90 % of the change), which a ramp of any length fits exactly; the
-        # levels before are then read at that break.
-        sm = _median3(y)
-        settled = np.flatnonzero(direction * (sm - (pre + 0.9 * (late - pre))) <= 0)
-        end = min(n, max(int(settled[-1]) + 2 if settled.shape[0] else n, k + 1))
-        j = hinge_break(x[:end], y[:end], m)
-        if j is not None and j < k:
-            onset = float(x[j])
-            b, a = np.polyfit(x[:j], y[:j], 1) if j >= 3 else (0.0, float(np.mean(y[:j])))
-            pre, ref = _levels(x, y, j, float(b), float(a), w, direction, log)
+    # The split of two separate lines lands mid-ramp when a ramp ends in a plateau; the
+    # onset is the break of a continuous hinge fitted up to where the series settles
+    # (stays past 90 % of the change), which a ramp of any length fits exactly; the
+    # levels before are then read at that break.
+    sm = _median3(y)
+    settled = np.flatnonzero(direction * (sm - (pre + 0.9 * (late - pre))) <= 0)
+    rising = direction * (late - ref) > 0
+    end = min(n, max(int(settled[-1]) + 2 if settled.shape[0] and rising else n, k + 1))
+    j = hinge_break(x[:end], y[:end], m)
+    if j is not None and j < k:
+        onset = float(x[j])
+        b, a = np.polyfit(x[:j], y[:j], 1) if j >= 3 else (0.0, float(np.mean(y[:j])))
+        pre, ref = _levels(x, y, j, float(b), float(a), w, direction, log)
     change = direction * (late - ref)
     z = change / sigma if sigma > 0 else (math.inf if change > 0 else 0.0)
     share = float(np.mean(direction * (y[-w:] - ref) > change / 2)) if change > 0 else 0.0
@@ -362,7 +363,7 @@ def resolve_scalars(metrics: pd.DataFrame) -> tuple[dict[str, Scalar], dict[str,
     out: dict[str, Scalar] = {}
     names: dict[str, str] = {}
     for canon, aliases in HEALTH_SCALARS.items():
-        for name in aliases:
+        for name in (n for a in aliases for n in (a, f"train/{a}")):
             if name in metrics.columns and (y := _column(metrics, name)) is not None:
                 out[canon], names[canon] = Scalar(x, y), name
                 break
@@ -493,7 +494,7 @@ def _length_hacking(sc: dict[str, Scalar], n: int) -> Finding | None:
     if ratio < 1.4 or sh.z < Z_MIN or sh.share < 0.6:
         return None
     lc = _level_change(sc["reward"], sh.onset)
-    if lc is None or lc[0] < max(0.03, 4 * lc[1]):
+    if lc is None or lc[0] < max(0.02, 2 * lc[1]):
         return None
     reward_gain = lc[0]
     flat, corr_change = _flat_after(sc["correctness"], sh.onset, reward_gain)
@@ -854,3 +855,24 @@ def at_least(findings: Sequence[Finding], severity: str) -> list[Finding]:
 
 
 __doc__ = (__doc__ or "") + _table_rows(SIGNATURES) + "\n"
+
+
+REPLACES: dict[str, tuple[str, ...]] = {
+    "entropy_collapse": ("entropy_collapse", "entropy_drop"),
+    "zero_variance_groups": ("signal",),
+    "ungraded_spike": (),
+}
+"""Older findings a health finding supersedes (the same signature, now with onset and
+what to try), so no verdict is stated twice."""
+
+
+def merge_health(findings: list[Finding], skipped: dict[str, str], table: pd.DataFrame) -> list[Finding]:
+    """``findings`` with the health findings of ``table`` added (superseding the kinds in
+    ``REPLACES``), sorted by score; each signature not checked is recorded in ``skipped``
+    as ``health:<kind>`` with the reason."""
+    rep = health_check(table)
+    for kind, why in rep.missing.items():
+        skipped[f"health:{kind}"] = why
+    gone = {old for f in rep.findings for old in REPLACES.get(f.kind, ())}
+    kept = [f for f in findings if f.kind not in gone]
+    return sorted(kept + rep.findings, key=lambda f: -f.score)

@@ -201,6 +201,9 @@ def analyze_metrics(frame: RunFrame, *, split_at: float | None = None, breakpoin
     a.metrics_only = True
     a.metric_sources = dict(sources)
     a.findings = rank_findings(a)
+    from rolloutlab.analysis._health import health_table, merge_health
+
+    a.findings = merge_health(a.findings, a.skipped, health_table(frame.metrics))
     return a
 
 

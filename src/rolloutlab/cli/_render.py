@@ -70,7 +70,11 @@ def render_analysis(a: Any, comparison: Any = None, *, rows: int = 12, wide: boo
         con.print("  (nothing notable: see the tables)")
     for i, f in enumerate(a.findings, 1):
         rng = f" [steps {f.steps[0]}–{f.steps[1]}]" if f.steps else ""
-        con.print(Text(f"{i:2d}. {f.text}{rng}"))
+        sev = f"{f.severity.upper()}: " if getattr(f, "severity", None) else ""
+        conf = f" (confidence {f.confidence:.2f})" if getattr(f, "confidence", None) is not None else ""
+        con.print(Text(f"{i:2d}. {sev}{f.text}{rng}{conf}"))
+        for action in getattr(f, "actions", ()):
+            con.print(Text(f"      try: {action}", style="dim"))
     con.print()
     _table(con, a.steps, STEP_COLUMNS_WIDE if wide else STEP_COLUMNS, "Per step", rows, wide=wide)
     if not a.ledger.empty:
@@ -128,7 +132,12 @@ def render_analysis(a: Any, comparison: Any = None, *, rows: int = 12, wide: boo
         con.print(Text("(metrics only: " + ", ".join(f"{k} = {v}" for k, v in a.metric_sources.items()) + ")",
                        style="dim"))
     for section, why in a.skipped.items():
-        con.print(Text(f"({section}: {why})", style="dim"))
+        if not section.startswith("health:"):
+            con.print(Text(f"({section}: {why})", style="dim"))
+    unchecked = [k[len("health:"):] for k in a.skipped if k.startswith("health:")]
+    if unchecked:  # one line: the reasons are in --json (skipped["health:<kind>"])
+        con.print(Text(f"(health signatures not checked, their scalars not logged: {', '.join(unchecked)})",
+                       style="dim"))
     if comparison is not None and "metrics" in comparison:  # arms with per-step metrics only
         mc = comparison["metrics"]
         con.print(mc.rich_table())

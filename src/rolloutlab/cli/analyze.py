@@ -60,8 +60,12 @@ def analyze(
     wide: Annotated[bool, typer.Option("--wide", help="Show every per-step column (the default fits an 80-column terminal).")] = False,
     pairwise: Annotated[bool, typer.Option("--pairwise", help="Also compare every pair of advantage estimators over the whole run.")] = False,
     json_: JsonOpt = False,
+    fail_on: Annotated[Literal["warning", "critical"] | None, typer.Option("--fail-on", help="Exit with status 3 when a training-health finding reaches this severity (a CI gate).")] = None,
 ) -> None:
-    """Explain what a run learned: findings, per-step table, group signal, pass@k, saturation, entropy."""
+    """Explain what a run learned: findings, per-step table, group signal, pass@k, saturation, entropy.
+
+    With ``--fail-on warning|critical`` the exit status is 3 when a finding reaches that
+    severity (after printing everything), 0 otherwise."""
     import orjson
 
     from rolloutlab.analysis import analyze_run
@@ -109,7 +113,26 @@ def analyze(
             out["comparison"] = {"compare": comparison["compare"].to_dict(), "windows": comparison["windows"].to_dict(),
                                  "overtake": {k: plain(v.to_dict()) for k, v in comparison["overtake"].items()}}
         typer.echo(orjson.dumps(out, option=orjson.OPT_NON_STR_KEYS).decode())
-        return
-    from rolloutlab.cli._render import render_analysis
+    else:
+        from rolloutlab.cli._render import render_analysis
 
-    render_analysis(a, comparison, rows=rows, wide=wide)
+        render_analysis(a, comparison, rows=rows, wide=wide)
+    if fail_on is not None:
+        gate(a.findings, fail_on)
+
+
+FAIL_EXIT = 3
+"""Exit status of ``analyze --fail-on`` when a finding reaches the severity."""
+
+
+def gate(findings: list[Any], severity: str) -> None:
+    """Exit with :data:`FAIL_EXIT` (one line on stderr naming them) when any finding is at
+    ``severity`` or worse."""
+    from rolloutlab.analysis._health import at_least
+
+    bad = at_least(findings, severity)
+    if bad:
+        kinds = ", ".join(f"{f.kind} ({f.severity}, step {f.onset})" for f in bad)
+        err_console.print(f"--fail-on {severity}: {len(bad)} finding(s) at {severity} or worse: {kinds}",
+                          highlight=False, soft_wrap=True)
+        raise typer.Exit(FAIL_EXIT)
