@@ -168,6 +168,9 @@ def test_metric_step_table_aliases() -> None:
                                   "pass@8": "reward/avg_pass_at_8"}
     assert t.loc[3, "mean_reward"] == 0.3 and math.isnan(t.loc[4, "mean_reward"])
     assert list(t.columns) == ["mean_reward", "entropy", "pass@8"]
+    ev = metric_step_table(pd.DataFrame({"eval/all/avg_score": [0.4], "eval/all/pass_at_5": [0.7],
+                                         "eval/gsm8k/avg_score": [0.4]}, index=pd.Index([10], name="step")))
+    assert ev.attrs["sources"] == {"mean_reward": "eval/all/avg_score", "pass@5": "eval/all/pass_at_5"}
 
 
 def test_no_canonical_metric_says_so() -> None:

@@ -42,6 +42,7 @@ CANONICAL_METRICS: dict[str, tuple[str, ...]] = {
     "mean_reward": (
         "reward/mean",  # rolloutlab's own trainer
         "reward/avg_raw_reward",  # SkyRL
+        "eval/all/avg_score",  # SkyRL evaluation (split eval)
         "critic/score/mean",  # verl, verl-agent, AgentGym-RL (task score before the KL penalty)
         "critic/rewards/mean",  # verl (after the KL penalty), when the score is not logged
         "episode/reward/mean",  # verl-agent
@@ -69,8 +70,9 @@ CANONICAL_METRICS: dict[str, tuple[str, ...]] = {
 }
 """Canonical per-step name → the names trainers log it under (first found wins)."""
 
-PASS_AT = re.compile(r"^(?:train/)?(?:reward/avg_pass_at_|pass_at_|pass@)(\d+)$")
-"""Logged pass@k names: SkyRL's ``reward/avg_pass_at_{n}``, ``pass_at_{n}``, ``pass@{n}``."""
+PASS_AT = re.compile(r"^(?:train/|eval/all/)?(?:reward/avg_pass_at_|pass_at_|pass@)(\d+)$")
+"""Logged pass@k names: SkyRL's ``reward/avg_pass_at_{n}`` and ``eval/all/pass_at_{n}``,
+``pass_at_{n}``, ``pass@{n}``."""
 
 TRAJECTORY_ONLY = {
     "ledger": "needs trajectories (per-group rewards): metrics-only run",
@@ -83,7 +85,7 @@ TRAJECTORY_ONLY = {
 
 _WHO = {
     "reward/mean": "rolloutlab", "success/rate": "rolloutlab", "response/length_mean": "rolloutlab",
-    "reward/avg_raw_reward": "SkyRL", "generate/avg_num_tokens": "SkyRL", "policy/policy_entropy": "SkyRL",
+    "reward/avg_raw_reward": "SkyRL", "eval/all/avg_score": "SkyRL eval", "generate/avg_num_tokens": "SkyRL", "policy/policy_entropy": "SkyRL",
     "loss/avg_kl": "SkyRL", "policy/grad_norm": "SkyRL",
     "critic/score/mean": "verl", "critic/rewards/mean": "verl", "response_length/mean": "verl",
     "actor/entropy": "verl", "actor/ppo_kl": "verl", "actor/kl_loss": "verl", "actor/pg_clipfrac": "verl",
@@ -99,7 +101,8 @@ def canonical_table_markdown() -> str:
     rows = ["| canonical | logged as (first found wins; each also with a `train/` prefix) |", "|---|---|"]
     rows += [f"| `{canon}` | {', '.join(f'`{n}`' + (f' ({_WHO[n]})' if n in _WHO else '') for n in names)} |"
              for canon, names in CANONICAL_METRICS.items()]
-    rows.append("| `pass@k` | `reward/avg_pass_at_{k}` (SkyRL), `pass_at_{k}`, `pass@{k}` |")
+    rows.append("| `pass@k` | `reward/avg_pass_at_{k}` (SkyRL), `eval/all/pass_at_{k}` (SkyRL), `pass_at_{k}`, "
+                "`pass@{k}` |")
     return "\n".join(rows)
 
 
