@@ -60,6 +60,7 @@ def _register() -> None:
         show,
         sql,
         train,
+        watch,
     )
 
 
