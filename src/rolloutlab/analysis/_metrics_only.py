@@ -141,7 +141,7 @@ def metric_step_table(metrics: pd.DataFrame) -> pd.DataFrame:
 def success_rule_of(sources: dict[str, str]) -> str:
     if "success_rate" in sources:
         return f"the trainer's own (logged as {sources['success_rate']})"
-    return "unknown (no success metric logged; metrics only)"
+    return "unknown: no success metric logged"
 
 
 def analyze_metrics(frame: RunFrame, *, split_at: float | None = None, breakpoint_intervals: bool = True,
