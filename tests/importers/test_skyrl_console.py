@@ -247,6 +247,19 @@ def test_archived_run_folder(tmp_path: Path) -> None:
     assert stored(tmp_path / "store") == expected(steps)
 
 
+def test_archive_of_several_runs_says_what_to_do(tmp_path: Path) -> None:
+    rng = random.Random(9)
+    for arm in ("a", "b"):
+        (tmp_path / "runs" / arm).mkdir(parents=True)
+        write_log(tmp_path / "runs" / arm / "train.log", {1: metrics_for(1, rng)})
+    arc = tmp_path / "runs.tar.gz"
+    with tarfile.open(arc, "w:gz") as tf:
+        for arm in ("a", "b"):
+            tf.add(tmp_path / "runs" / arm, arcname=arm)
+    with pytest.raises(InputError, match="holds 2 runs"):
+        rolloutlab.ingest([arc], tmp_path / "store")
+
+
 def test_iter_steps_header_with_noise_before_dict_and_numpy_scalars() -> None:
     lines = ["2025-08-12 12:48:21.123 | INFO     | x:log:1 - Step 7: ",
              "some other thread's line",

@@ -14,7 +14,9 @@ process, so another process's lines never break a dict.  ANSI colours are ignore
 Sources: a log file (``.log``, ``.txt``, ``.out``, ``.err``; plain, ``.gz`` or
 ``.zst``; archives are unpacked by ``ingest``), or a folder of them, which is one run
 (its files are read in the order of their first timestamp, then name, as one part).  A
-folder of such folders is one run per sub-folder.
+folder of such folders is one run per sub-folder.  An archive of one log or one run
+folder is that run; an archive of several run folders is refused, saying to unpack it
+and ingest the folder (its runs would otherwise be named after a temporary folder).
 
 Recovered: every numeric value of every step's dict as metric ``{name}`` at that step —
 names exactly as logged (nested dicts joined with ``/``); a four-decimal string is read
@@ -50,7 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rolloutlab.io._errors import RecordError
+from rolloutlab.io._errors import InputError, RecordError
 from rolloutlab.io._files import logical_name, open_binary
 from rolloutlab.io._sink import PartSink
 from rolloutlab.io.importers._base import (
@@ -430,6 +432,10 @@ class SkyRLConsoleImporter(Importer):
         if src.is_file():
             return [Part(key=src.name, paths=(src,))]
         logs = _run_logs(src)
+        if not logs and (runs := run_folders(src)):  # not expanded by ingest: an archive of several runs
+            raise InputError(f"holds {len(runs)} runs ({', '.join(r.name for r in runs[:5])}"
+                             f"{', …' if len(runs) > 5 else ''}): unpack the archive and ingest its folder "
+                             "(one run per sub-folder), or ingest each run's folder", path=src)
         return [Part(key="console", paths=tuple(logs))] if logs else []
 
     def read(self, part: Part, sink: PartSink, ctx: ReadContext) -> None:
