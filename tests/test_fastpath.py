@@ -187,3 +187,22 @@ def test_ingest_command_loads_neither_pandas_nor_duckdb(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.splitlines()[-1] == "LOADED"
     assert rolloutlab.open_store(tmp_path / "st").sql("SELECT count(*) FROM trajectories").fetchall() == [(32,)]
+
+
+def test_rows_containing_matches_python_in() -> None:
+    import random
+
+    import pyarrow as pa
+
+    from rolloutlab.io._fastpath import rows_containing
+
+    rng = random.Random(3)
+    parts = ["a", "\n", "assistant", "<tool_", "<", "tool_", "é", "x" * 50]
+    values = ["".join(rng.choice(parts) for _ in range(rng.randint(0, 8))) for _ in range(400)]
+    needles = ("\nassistant\n", "<tool_")
+    arr = pa.chunked_array([pa.array(values[:150]), pa.array(values[150:])])
+    want = [i for i, v in enumerate(values) if any(n in v for n in needles)]
+    got = rows_containing(arr, needles)
+    assert set(want) <= set(got)  # none missed
+    assert [i for i in got if any(n in values[i] for n in needles)] == want
+    assert rows_containing(pa.array(values).slice(100), needles) == [i - 100 for i in got if i >= 100]

@@ -168,3 +168,24 @@ def pyarrow_without_pandas() -> None:
         pa.array([0])
     finally:
         sys.meta_path.remove(finder)
+
+
+def rows_containing(col: pa.ChunkedArray | pa.Array, needles: tuple[str, ...]) -> list[int]:
+    """Rows of a string column whose value contains one of ``needles``, found by searching
+    the column's data buffer (one C-speed scan per needle) instead of making a Python
+    string of every value.  A match across two values is a false positive the caller's
+    own test weeds out; no true match is missed."""
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if arr.type != pa.string() or len(arr) == 0:
+        raise TypeError(f"expected a non-empty string column, got {arr.type}")
+    offsets = np.frombuffer(arr.buffers()[1], np.int32, len(arr) + 1, arr.offset * 4)
+    data = arr.buffers()[2].to_pybytes()
+    hits: set[int] = set()
+    for needle in needles:
+        pat = needle.encode()
+        p = data.find(pat, int(offsets[0]), int(offsets[-1]))
+        while p >= 0:
+            row = int(np.searchsorted(offsets, p, side="right")) - 1
+            hits.add(row)
+            p = data.find(pat, int(offsets[row + 1]), int(offsets[-1]))
+    return sorted(hits)

@@ -31,6 +31,7 @@ from rolloutlab.io._fastpath import (
     keys_in_order,
     rank_in_group,
     read_ndjson,
+    rows_containing,
 )
 from rolloutlab.io._sink import PartSink, TurnData
 from rolloutlab.schema import TEXTS, TRAJECTORIES, TURNS
@@ -114,15 +115,14 @@ def read_dump_native(path: Path, file_step: int, split: str, sink: PartSink) -> 
     extras = json_objects(extra_names, extra_vals, n)
 
     # Turns: only outputs that may hold several turns or tool calls are split (in Python).
-    outputs = out.to_pylist()
+    out_arr = out.combine_chunks()
     num_turns = np.ones(n, np.int64)
     tool_calls = np.zeros(n, np.int64)
     invalid: list[int | None] = [None] * n
     split_rows: dict[int, list[TurnData]] = {}
     extras_py: list[str | None] | None = None
-    for i, o in enumerate(outputs):
-        if "\nassistant\n" not in o and "<tool_" not in o:
-            continue
+    for i in rows_containing(out_arr, ("\nassistant\n", "<tool_")):  # what _may_split looks for
+        o = out_arr[i].as_py()
         so = split_turns(o)
         if _needs_turn_rows(so, o):
             ts = split_rows[i] = so.turns
@@ -191,7 +191,7 @@ def read_dump_native(path: Path, file_step: int, split: str, sink: PartSink) -> 
     sink.counts["texts"] += n + k1
     sink.counts["turns"] += k1
     sink.steps.update((split, int(s)) for s in np.unique(steps_np))
-    sink.traj_ids.update(traj_id.to_pylist())
+    # sink.traj_ids (its duplicate check) is left alone: this part is this file alone.
     return True
 
 
