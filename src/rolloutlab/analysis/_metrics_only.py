@@ -86,7 +86,8 @@ TRAJECTORY_ONLY = {
 _WHO = {
     "reward/mean": "rolloutlab", "success/rate": "rolloutlab", "response/length_mean": "rolloutlab",
     "reward/avg_raw_reward": "SkyRL", "eval/all/avg_score": "SkyRL eval", "generate/avg_num_tokens": "SkyRL", "policy/policy_entropy": "SkyRL",
-    "loss/avg_kl": "SkyRL", "policy/grad_norm": "SkyRL",
+    "loss/avg_kl": "SkyRL", "policy/grad_norm": "SkyRL", "policy/policy_kl": "SkyRL",
+    "policy/loss_metrics/clip_ratio": "SkyRL", "policy/policy_lr": "SkyRL",
     "critic/score/mean": "verl", "critic/rewards/mean": "verl", "response_length/mean": "verl",
     "actor/entropy": "verl", "actor/ppo_kl": "verl", "actor/kl_loss": "verl", "actor/pg_clipfrac": "verl",
     "actor/grad_norm": "verl", "actor/lr": "verl",

@@ -24,16 +24,17 @@ TRAINER_SCALARS: dict[str, tuple[str, ...]] = {
         "policy/entropy",
         "train/entropy",
     ),
-    "kl": ("actor/ppo_kl", "actor/kl_loss", "kl", "loss/avg_kl", "train/kl", "actor/kl"),
+    "kl": ("actor/ppo_kl", "actor/kl_loss", "kl", "loss/avg_kl", "train/kl", "actor/kl", "policy/policy_kl"),
     "clipfrac": (
         "actor/pg_clipfrac",
         "clip_ratio/region_mean",
         "clip_ratio",
         "policy/clip_frac",
         "actor/clipfrac",
+        "policy/loss_metrics/clip_ratio",
     ),
     "grad_norm": ("actor/grad_norm", "grad_norm", "policy/grad_norm", "train/grad_norm"),
-    "lr": ("actor/lr", "learning_rate", "lr", "policy/lr", "optim/lr"),
+    "lr": ("actor/lr", "learning_rate", "lr", "policy/lr", "optim/lr", "policy/policy_lr"),
     "max_rounds": ("max_rounds", "rounds/max", "algorithm/max_rounds"),
 }
 """Canonical trainer scalar → the names verl, verl-agent, SkyRL, TRL, AgentGym-RL log it under."""
