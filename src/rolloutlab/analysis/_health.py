@@ -9,10 +9,15 @@ the names looked for (``analyze`` shows them under "skipped").
 
 How a sustained change is found (``_shift``).  Each series is put on the scale where its
 noise is roughly constant: log for positive quantities whose noise is multiplicative
-(KL, grad norm, step time, losses), raw for shares in [0, 1].  The onset is the split
-that best fits two separate straight lines (least squares over every split leaving at
-least ``max(3, n/20)`` steps on each side; computed for all splits at once from running
-sums).  The level before the onset is the median of the last ``max(3, n/10)`` steps
+(KL, grad norm, step time, losses), raw for shares in [0, 1].  The onset is first
+the split that best fits two separate straight lines (least squares over every split
+leaving at least ``max(3, n/20)`` steps on each side; computed for all splits at once
+from running sums).  That split lands mid-ramp when a ramp ends in a plateau, so the
+break of a continuous hinge ``a + b·x + c·max(0, x − τ)`` (Muggeo 2003's broken stick,
+by exhaustive search) fitted up to where the series settles (stays past 90 % of its
+change) is taken when it comes earlier, moved forward to the first step whose 3-step
+median is a tenth of the way to the late level (a hinge puts a jump's break a step or
+two early).  The level before the onset is the median of the last ``max(3, n/10)`` steps
 before it; the late level is the median of the last ``max(3, n/10)`` steps of the run.
 The change is measured against the larger (for a rise; the smaller for a fall) of the
 pre-onset level and the pre-onset line carried forward to the late window — so a healthy
@@ -251,12 +256,17 @@ def _shift(s: Scalar, direction: int, *, log: bool, floor: float = 0.0) -> Shift
     sm = _median3(y)
     settled = np.flatnonzero(direction * (sm - (pre + 0.9 * (late - pre))) <= 0)
     rising = direction * (late - ref) > 0
-    end = min(n, max(int(settled[-1]) + 2 if settled.shape[0] and rising else n, k + 1))
+    # not rising past the split's levels: the split may sit at the end of a ramp, so the
+    # hinge is fitted up to it (a flat-then-ramp prefix)
+    end = min(n, max(int(settled[-1]) + 2 if settled.shape[0] and rising else k + 1, k + 1))
     j = hinge_break(x[:end], y[:end], m)
     if j is not None and j < k:
-        onset = float(x[j])
         b, a = np.polyfit(x[:j], y[:j], 1) if j >= 3 else (0.0, float(np.mean(y[:j])))
         pre, ref = _levels(x, y, j, float(b), float(a), w, direction, log)
+        # a hinge puts a jump's break a step or two early: the onset is the first step from
+        # the break on whose smoothed value is a tenth of the way to the late level
+        past = np.flatnonzero(direction * (sm[j:k + 1] - (pre + 0.1 * (late - pre))) > 0)
+        onset = float(x[j + int(past[0])]) if past.shape[0] else float(x[j])
     change = direction * (late - ref)
     z = change / sigma if sigma > 0 else (math.inf if change > 0 else 0.0)
     share = float(np.mean(direction * (y[-w:] - ref) > change / 2)) if change > 0 else 0.0

@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-__all__ = ["PLANTED", "healthy_run", "planted_run"]
+__all__ = ["PLANTED", "healthy_run", "planted_run", "recall_false_alarms"]
 
 F = npt.NDArray[np.float64]
 
@@ -185,3 +185,45 @@ def planted_run(kind: str, rng: np.random.Generator, n: int | None = None) -> tu
         burst = (i >= o) & (i < end)
         c["rollout/ungraded_rate"] = np.clip(c["rollout/ungraded_rate"] + burst * rng.uniform(0.15, 0.6), 0.0, 1.0)
     return _frame(c, rng), o + 1
+
+
+def recall_false_alarms(seeds: int = 100, *, kinds: tuple[str, ...] = PLANTED, tolerance: float = 0.1,
+                        seed0: int = 0) -> tuple[pd.DataFrame, dict[str, float]]:
+    """Recall per planted kind and the healthy false-alarm rate, over ``seeds`` runs each.
+
+    A planted run counts as found when the health check reports its kind with an onset
+    within ``tolerance`` × run length of the planted one (only the planted kind's
+    signature is run on it: what other signatures say does not change its recall).  A
+    healthy run is a false alarm when any signature reports warning or worse.  Seeds are
+    ``seed0 + i`` for healthy runs and ``seed0 + 10_000·(k + 1) + i`` for kind k.
+    Returns (one row per kind: found, early, late, missed, recall), and the healthy
+    summary (runs, false_alarms, rate, and each flagged kind's count)."""
+    from rolloutlab.analysis._health import SIGNATURES, at_least, health_check
+
+    by_kind = {s.kind: s for s in SIGNATURES}
+    rows = []
+    for k, kind in enumerate(kinds):
+        found = early = late = 0
+        for i in range(seeds):
+            run, onset = planted_run(kind, np.random.default_rng(seed0 + 10_000 * (k + 1) + i))
+            hits = [f for f in health_check(run, signatures=[by_kind[kind]]).findings if f.kind == kind]
+            if not hits:
+                continue
+            d = (hits[0].onset or 0) - onset
+            if abs(d) <= tolerance * len(run):
+                found += 1
+            elif d < 0:
+                early += 1
+            else:
+                late += 1
+        rows.append({"signature": kind, "runs": seeds, "found": found, "early": early, "late": late,
+                     "missed": seeds - found - early - late, "recall": found / seeds})
+    flagged: dict[str, float] = {}
+    alarms = 0
+    for i in range(seeds):
+        bad = at_least(health_check(healthy_run(np.random.default_rng(seed0 + i))).findings, "warning")
+        alarms += bool(bad)
+        for f in bad:
+            flagged[f.kind] = flagged.get(f.kind, 0) + 1
+    healthy = {"runs": float(seeds), "false_alarms": float(alarms), "rate": alarms / seeds, **flagged}
+    return pd.DataFrame(rows).set_index("signature"), healthy

@@ -1,0 +1,175 @@
+"""Training-health signatures: numerics against slow obvious code, hand-built cases,
+missing scalars, and the hook into analyze (with and without trajectories)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from rolloutlab.analysis import analyze, frame_from_records
+from rolloutlab.analysis._health import (
+    SIGNATURES,
+    at_least,
+    health_check,
+    health_findings,
+    hinge_break,
+    robust_sigma,
+    two_lines_split,
+)
+from rolloutlab.analysis._health_gen import PLANTED, healthy_run, planted_run
+
+
+def _slow_two_lines(x: np.ndarray, y: np.ndarray, m: int) -> int:
+    best, arg = math.inf, -1
+    for k in range(m, len(x) - m + 1):
+        rss = 0.0
+        for xs, ys in ((x[:k], y[:k]), (x[k:], y[k:])):
+            coef = np.polyfit(xs, ys, 1)
+            rss += float(((np.polyval(coef, xs) - ys) ** 2).sum())
+        if rss < best - 1e-9:
+            best, arg = rss, k
+    return arg
+
+
+def _slow_hinge(x: np.ndarray, y: np.ndarray, m: int) -> int:
+    best, arg = math.inf, -1
+    for j in range(m, len(x) - 2):
+        design = np.column_stack([np.ones_like(x), x, np.maximum(0.0, x - x[j])])
+        beta, *_ = np.linalg.lstsq(design, y, rcond=None)
+        rss = float(((design @ beta - y) ** 2).sum())
+        if rss < best - 1e-9:
+            best, arg = rss, j
+    return arg
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_split_and_hinge_match_slow_search(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = 40
+    x = np.arange(1, n + 1, dtype=float) * 3
+    y = np.where(x > 60, 0.05 * (x - 60), 0.0) + 0.3 * np.where(x > 90, 1.0, 0.0) + rng.normal(0, 0.1, n)
+    assert two_lines_split(x, y, 3)[0] == _slow_two_lines(x, y, 3)
+    assert hinge_break(x, y, 3) == _slow_hinge(x, y, 3)
+
+
+def test_robust_sigma_hand_case() -> None:
+    # differences 1, 1, 1, 5: median 1, |d − 1| = 0, 0, 0, 4 → MAD 0
+    assert robust_sigma(np.array([0.0, 1, 2, 3, 8])) == 0.0
+    # differences −1, 1, −1, 1: median 0, MAD 1 → 1.4826 / √2
+    assert robust_sigma(np.array([1.0, 0, 1, 0, 1])) == pytest.approx(1.4826 / math.sqrt(2))
+
+
+def _table(n: int = 100, **cols: np.ndarray) -> pd.DataFrame:
+    return pd.DataFrame(cols, index=pd.RangeIndex(1, n + 1, name="step"))
+
+
+def test_kl_step_change_hand_case() -> None:
+    rng = np.random.default_rng(0)
+    kl = 0.01 * np.exp(rng.normal(0, 0.1, 100))
+    kl[60:] *= 100  # steps 61… at 1.0
+    rep = health_check(_table(**{"actor/kl_loss": kl}))
+    (f,) = [f for f in rep.findings if f.kind == "kl_blowup"]
+    assert f.severity == "critical"
+    assert abs(f.onset - 61) <= 1
+    assert f.evidence["ratio"] == pytest.approx(100, rel=0.15)
+    assert 0 < f.confidence <= 1 and len(f.actions) >= 2
+    assert rep.scalars["kl_ref"] == "actor/kl_loss"
+
+
+def test_missing_scalars_are_named() -> None:
+    rep = health_check(_table(**{"actor/entropy": np.linspace(1, 0.8, 100)}))
+    assert "entropy_collapse" in rep.checked
+    assert "kl_blowup" in rep.missing and "actor/kl_loss" in rep.missing["kl_blowup"]
+    assert "length_hacking" in rep.missing and "correctness" in rep.missing["length_hacking"]
+    assert rep.findings == []
+
+
+def test_too_few_steps_is_not_checked() -> None:
+    rep = health_check(_table(n=5, **{"actor/kl_loss": np.array([0.01, 0.01, 1, 1, 1])}))
+    assert rep.findings == [] and "needs 10" in rep.missing["kl_blowup"]
+
+
+def test_framework_aliases_and_train_prefix() -> None:
+    rng = np.random.default_rng(1)
+    vf = np.exp(rng.normal(0, 0.1, 100))
+    vf[50:] *= np.exp(np.linspace(0, 4, 50))  # ×55 by the end
+    clip = 0.01 + rng.normal(0, 0.002, 100)
+    clip[40:] += 0.4
+    f = health_findings(_table(**{"critic/vf_loss": vf, "train/clip_ratio/region_mean": clip}))
+    kinds = {x.kind: x for x in f}
+    assert kinds["value_divergence"].severity == "critical" and abs(kinds["value_divergence"].onset - 51) <= 5
+    assert kinds["clip_saturation"].severity == "critical" and abs(kinds["clip_saturation"].onset - 41) <= 2
+
+
+def test_nonfinite_counted_from_counter_and_infinities() -> None:
+    g = np.ones(100)
+    g[70] = np.inf
+    skipped = np.zeros(100)
+    skipped[[30, 31]] = [2, 1]
+    (f,) = [x for x in health_findings(_table(**{"actor/grad_norm": g, "actor/skipped_nonfinite": skipped}))
+            if x.kind == "grad_nonfinite"]
+    assert f.onset == 31 and f.evidence["steps_affected"] == 3 and f.evidence["events"] == 4
+    assert f.severity == "warning" and "nan" not in f.text.lower()
+
+
+def test_length_hacking_needs_flat_correctness() -> None:
+    n = 120
+    rng = np.random.default_rng(2)
+    ln = 300 * np.exp(rng.normal(0, 0.03, n))
+    ln[60:] *= np.linspace(1, 2.5, 60)
+    reward = 0.5 + rng.normal(0, 0.02, n)
+    reward[60:] += np.linspace(0, 0.2, 60)
+    flat = 0.5 + rng.normal(0, 0.02, n)
+    hacked = health_findings(_table(n, **{"response/length_mean": ln, "reward/mean": reward, "success/rate": flat}))
+    assert [x.kind for x in hacked if x.kind == "length_hacking"] == ["length_hacking"]
+    rising = flat.copy()
+    rising[60:] += np.linspace(0, 0.2, 60)  # correctness rose with the reward: honest gains
+    honest = health_findings(_table(n, **{"response/length_mean": ln, "reward/mean": reward, "success/rate": rising}))
+    assert "length_hacking" not in {x.kind for x in honest}
+
+
+def test_every_signature_has_actions_and_a_generator() -> None:
+    assert {s.kind for s in SIGNATURES} == set(PLANTED)
+    for s in SIGNATURES:
+        assert 2 <= len(s.actions) <= 3, s.kind
+
+
+def test_at_least() -> None:
+    rng = np.random.default_rng(5)
+    run, _ = planted_run("grad_nonfinite", rng)
+    f = health_findings(run)
+    assert at_least(f, "warning") and all(x.severity in ("warning", "critical") for x in at_least(f, "warning"))
+
+
+def _traj_run(metrics: dict[int, dict[str, float]], steps: int = 40) -> object:
+    rng = np.random.default_rng(0)
+    recs = []
+    for s in range(1, steps + 1):
+        for g in range(6):
+            for i in range(4):
+                recs.append({"step": s, "group_id": f"{s}:{g}", "task_id": f"t{g}", "sample_idx": i,
+                             "reward": float(rng.random() < 0.3 + 0.01 * s), "num_turns": 1, "response_tokens": 50})
+    return frame_from_records(recs, metrics=metrics)
+
+
+def test_analyze_with_trajectories_adds_health_findings_and_json_fields() -> None:
+    from rolloutlab.analysis._json import plain
+
+    ent = {s: {"actor/entropy": 1.0 if s < 20 else 0.02, "actor/kl_loss": 0.01 if s < 25 else 2.0} for s in range(1, 41)}
+    a = analyze(_traj_run(ent), replay=False, breakpoint_intervals=False)
+    kinds = [f.kind for f in a.findings]
+    assert kinds.count("entropy_collapse") == 1  # the health finding supersedes the older one
+    assert "kl_blowup" in kinds
+    d = plain(a.to_dict())
+    kl = next(f for f in d["findings"] if f["kind"] == "kl_blowup")
+    assert kl["severity"] == "critical" and abs(kl["onset"] - 25) <= 2
+    assert 0 <= kl["confidence"] <= 1 and kl["actions"] and kl["evidence"]["ratio"] > 50
+    assert "health:throughput_rot" in a.skipped
+
+
+def test_healthy_run_has_no_warning() -> None:
+    for seed in range(5):
+        assert at_least(health_findings(healthy_run(np.random.default_rng(seed))), "warning") == []
