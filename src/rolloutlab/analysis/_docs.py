@@ -33,6 +33,8 @@ SECTIONS = [
     ("Per-turn process variants", "rolloutlab.algos._process"),
     ("Horizon schedules (ScalingInter-RL)", "rolloutlab.algos._horizon"),
     ("Findings", "rolloutlab.analysis._findings"),
+    ("Training-health signatures", "rolloutlab.analysis._health"),
+    ("Healthy and planted-pathology runs", "rolloutlab.analysis._health_gen"),
 ]
 
 

@@ -17,12 +17,15 @@ break of a continuous hinge ``a + b·x + c·max(0, x − τ)`` (Muggeo 2003's br
 by exhaustive search) fitted up to where the series settles (stays past 90 % of its
 change) is taken when it comes earlier, moved forward to the first step whose 3-step
 median is a tenth of the way to the late level (a hinge puts a jump's break a step or
-two early).  The level before the onset is the median of the last ``max(3, n/10)`` steps
-before it; the late level is the median of the last ``max(3, n/10)`` steps of the run.
+two early).  With w = ``max(3, n/10)``, the level before the onset is the median of the
+last third of the w steps before it (at least 3; a concave early rise sits lower in the
+first two thirds), and the late level is the median of the last w steps of the run.
 The change is measured against the larger (for a rise; the smaller for a fall) of the
-pre-onset level and the pre-onset line carried forward to the late window — so a healthy
-run's steady trend (KL creeping up, entropy easing down) is not a change — with the
-carried-forward line allowed at most a halving for a fall.  A change counts when it
+pre-onset level and the pre-onset OLS line carried forward to the late window — so a
+healthy run's steady trend (KL creeping up, entropy easing down) is not a change — with
+the carried-forward line allowed at most a doubling (a halving for a fall).  A rising
+quantity on the log scale is floored at a fifth of its median first, so a KL that
+starts at 0 is not read as rising 100× in its first steps.  A change counts when it
 passes the signature's size threshold and is at least ``Z_MIN`` = 8 noise units, noise
 being the robust standard deviation of step-to-step differences (1.4826·MAD/√2, which a
 trend or a single jump barely moves).  Bursts that may end before the run does (the
