@@ -247,7 +247,7 @@ def test_archived_run_folder(tmp_path: Path) -> None:
     assert stored(tmp_path / "store") == expected(steps)
 
 
-def test_archive_of_several_runs_says_what_to_do(tmp_path: Path) -> None:
+def test_archive_of_several_runs_one_run_each(tmp_path: Path) -> None:
     rng = random.Random(9)
     for arm in ("a", "b"):
         (tmp_path / "runs" / arm).mkdir(parents=True)
@@ -256,8 +256,12 @@ def test_archive_of_several_runs_says_what_to_do(tmp_path: Path) -> None:
     with tarfile.open(arc, "w:gz") as tf:
         for arm in ("a", "b"):
             tf.add(tmp_path / "runs" / arm, arcname=arm)
-    with pytest.raises(InputError, match="holds 2 runs"):
-        rolloutlab.ingest([arc], tmp_path / "store")
+    rep = rolloutlab.ingest([arc], tmp_path / "store")
+    assert sorted(s.run_id for s in rep.sources) == ["a", "b"]
+    again = rolloutlab.ingest([arc], tmp_path / "store")  # the same runs, nothing read again
+    assert sorted(s.run_id for s in again.sources) == ["a", "b"]
+    assert all(s.parts_read == 0 and s.parts_unchanged == 1 for s in again.sources)
+    assert sorted(rolloutlab.open_store(tmp_path / "store").manifest["runs"]) == ["a", "b"]
 
 
 def test_iter_steps_header_with_noise_before_dict_and_numpy_scalars() -> None:

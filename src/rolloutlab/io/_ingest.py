@@ -132,12 +132,13 @@ def _ingest_locked(st: Store, sources: Sequence[str | Path], *, name: str | None
         staging.mkdir(parents=True)
         try:
             for src, src_name, src_labels in plan:
-                for one in _expand_runs(src, format=format, mapping=mapping):
-                    report.sources.append(
-                        _ingest_source(one, st, manifest, staging, name=src_name, labels=src_labels,
-                                       format=format, mapping=mapping, split=split, on_error=on_error,
-                                       progress=progress, jobs=jobs)
-                    )
+                with _expanded(src, format=format, mapping=mapping) as ones:
+                    for one, key in ones:
+                        report.sources.append(
+                            _ingest_source(one, st, manifest, staging, name=src_name, labels=src_labels,
+                                           format=format, mapping=mapping, split=split, on_error=on_error,
+                                           progress=progress, jobs=jobs, source_key=key)
+                        )
             _check_duplicate_steps(manifest)
             for rid, entry in manifest["runs"].items():
                 _refresh_run(rid, entry)
@@ -150,17 +151,39 @@ def _ingest_locked(st: Store, sources: Sequence[str | Path], *, name: str | None
     return report
 
 
-def _expand_runs(src: Path, *, format: str | None, mapping: dict[str, str] | None) -> list[Path]:
-    """A folder of runs (one per sub-folder, as its importer lists them) is one source
-    per run; anything else is itself."""
-    if mapping or not src.is_dir():
-        return [src]
-    with importer_boundary(None, src):
-        importer = detect_format(src, format=format, quiet=True)
-    if importer is None:
-        return [src]
-    with importer_boundary(importer, src):
-        return importer.sub_runs(src) or [src]
+@contextlib.contextmanager
+def _expanded(src: Path, *, format: str | None,
+              mapping: dict[str, str] | None) -> Iterator[list[tuple[Path, str | None]]]:
+    """The sources ``src`` stands for, each with the key that identifies it in the
+    manifest (None: its own path).  A folder of runs (one per sub-folder, as its importer
+    lists them) is one source per run.  An archive no importer reads as it is is unpacked
+    here (into a temporary folder, removed on exit) and keyed by the archive's path, so
+    that ingesting it again finds the same runs; an archive of a folder of runs is one
+    source per run, keyed ``{archive}::{sub-folder}``."""
+    if mapping:
+        yield [(src, None)]
+        return
+    tmp_root: Path | None = None
+    key: str | None = None
+    root = src
+    if is_archive(src) and not (format or "").startswith("inspect"):
+        with importer_boundary(None, src):
+            probe = detect_format(src, format=format, quiet=True)
+        if probe is None:
+            tmp_root, root = extract_archive(src)
+            key = str(src.resolve())
+    try:
+        subs: list[Path] = []
+        if root.is_dir():
+            with importer_boundary(None, root):
+                importer = detect_format(root, format=format, quiet=True)
+            if importer is not None:
+                with importer_boundary(importer, root):
+                    subs = importer.sub_runs(root)
+        yield [(s, f"{key}::{s.name}" if key else None) for s in subs] if subs else [(root, key)]
+    finally:
+        if tmp_root is not None:
+            remove_tree(tmp_root)
 
 
 def _ingest_source(
@@ -177,10 +200,11 @@ def _ingest_source(
     on_error: str,
     progress: ProgressFn | None,
     jobs: int | None,
+    source_key: str | None = None,
 ) -> SourceReport:
     if not src.exists():
         raise InputError("no such file or folder", path=src)
-    root_key = str(src.resolve())
+    root_key = source_key or str(src.resolve())
     tmp_root: Path | None = None
     if is_archive(src) and not (format or "").startswith("inspect"):
         with importer_boundary(None, src):

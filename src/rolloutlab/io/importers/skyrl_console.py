@@ -14,9 +14,8 @@ process, so another process's lines never break a dict.  ANSI colours are ignore
 Sources: a log file (``.log``, ``.txt``, ``.out``, ``.err``; plain, ``.gz`` or
 ``.zst``; archives are unpacked by ``ingest``), or a folder of them, which is one run
 (its files are read in the order of their first timestamp, then name, as one part).  A
-folder of such folders is one run per sub-folder.  An archive of one log or one run
-folder is that run; an archive of several run folders is refused, saying to unpack it
-and ingest the folder (its runs would otherwise be named after a temporary folder).
+folder of such folders is one run per sub-folder, also inside an archive
+(``.tar.gz``, ``.tar.zst``, ``.zip``).
 
 Recovered: every numeric value of every step's dict as metric ``{name}`` at that step —
 names exactly as logged (nested dicts joined with ``/``); a four-decimal string is read
@@ -432,10 +431,10 @@ class SkyRLConsoleImporter(Importer):
         if src.is_file():
             return [Part(key=src.name, paths=(src,))]
         logs = _run_logs(src)
-        if not logs and (runs := run_folders(src)):  # not expanded by ingest: an archive of several runs
+        if not logs and (runs := run_folders(src)):  # ingest expands these (Importer.sub_runs); a direct call does not
             raise InputError(f"holds {len(runs)} runs ({', '.join(r.name for r in runs[:5])}"
-                             f"{', …' if len(runs) > 5 else ''}): unpack the archive and ingest its folder "
-                             "(one run per sub-folder), or ingest each run's folder", path=src)
+                             f"{', …' if len(runs) > 5 else ''}), not one: read each sub-folder "
+                             "(`rolloutlab ingest` does)", path=src)
         return [Part(key="console", paths=tuple(logs))] if logs else []
 
     def read(self, part: Part, sink: PartSink, ctx: ReadContext) -> None:
