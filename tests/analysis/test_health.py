@@ -56,8 +56,8 @@ def test_split_and_hinge_match_slow_search(seed: int) -> None:
 
 
 def test_robust_sigma_hand_case() -> None:
-    # differences 1, 1, 1, 5: median 1, |d − 1| = 0, 0, 0, 4 → MAD 0
-    assert robust_sigma(np.array([0.0, 1, 2, 3, 8])) == 0.0
+    # differences 1, 1, 1, 5: median 1, |d − 1| = 0, 0, 0, 4 → MAD 0 → SD of differences √3, / √2
+    assert robust_sigma(np.array([0.0, 1, 2, 3, 8])) == pytest.approx(math.sqrt(3) / math.sqrt(2))
     # differences −1, 1, −1, 1: median 0, MAD 1 → 1.4826 / √2
     assert robust_sigma(np.array([1.0, 0, 1, 0, 1])) == pytest.approx(1.4826 / math.sqrt(2))
 

@@ -24,11 +24,11 @@ The change is measured against the larger (for a rise; the smaller for a fall) o
 pre-onset level and the pre-onset OLS line carried forward to the late window — so a
 healthy run's steady trend (KL creeping up, entropy easing down) is not a change — with
 the carried-forward line allowed at most a doubling (a halving for a fall).  A rising
-quantity on the log scale is floored at a fifth of its median first, so a KL that
+quantity on the log scale is floored at half its 10th percentile first, so a KL that
 starts at 0 is not read as rising 100× in its first steps.  A change counts when it
 passes the signature's size threshold and is at least ``Z_MIN`` = 8 noise units, noise
 being the robust standard deviation of step-to-step differences (1.4826·MAD/√2, which a
-trend or a single jump barely moves).  Bursts that may end before the run does (the
+trend or a single jump barely moves; the plain SD of differences / √2 when the MAD is 0).  Bursts that may end before the run does (the
 ungraded rate) use ``_excursion`` instead: the first ``3`` consecutive steps whose
 centred 3-step median exceeds the median of the first 15 % of steps by the threshold.
 Gradient spikes are steps whose norm exceeds 10× the median of the 10 steps before; the
@@ -178,7 +178,9 @@ def robust_sigma(y: npt.NDArray[np.float64]) -> float:
     if y.shape[0] < 3:
         return 0.0
     d = np.diff(y)
-    return float(1.4826 * np.median(np.abs(d - np.median(d))) / math.sqrt(2.0))
+    mad = float(np.median(np.abs(d - np.median(d))))
+    # a series constant for most steps has MAD 0: fall back to the plain SD of differences
+    return (1.4826 * mad if mad > 0 else float(d.std())) / math.sqrt(2.0)
 
 
 def two_lines_split(x: npt.NDArray[np.float64], y: npt.NDArray[np.float64], m: int) -> tuple[int, float, float]:
@@ -241,9 +243,9 @@ def _shift(s: Scalar, direction: int, *, log: bool, floor: float = 0.0) -> Shift
         return None
     if log:
         if direction > 0:
-            # a quantity that starts at 0 (KL to the reference) is floored at a fifth of its
-            # median, so its first steps' rise from nothing is not read as a 100× jump
-            floor = max(floor, 0.2 * float(np.median(y)))
+            # a quantity that starts at 0 (KL to the reference) is floored at half its 10th
+            # percentile, so its first steps' rise from nothing is not read as a 100× jump
+            floor = max(floor, 0.5 * float(np.percentile(y, 10)))
         y = np.log(np.maximum(y, floor if floor > 0 else 1e-12))
     m = max(3, n // 20)
     k, slope, icpt = two_lines_split(x, y, m)
@@ -271,7 +273,7 @@ def _shift(s: Scalar, direction: int, *, log: bool, floor: float = 0.0) -> Shift
         past = np.flatnonzero(direction * (sm[j:k + 1] - (pre + 0.1 * (late - pre))) > 0)
         onset = float(x[j + int(past[0])]) if past.shape[0] else float(x[j])
     change = direction * (late - ref)
-    z = change / sigma if sigma > 0 else (math.inf if change > 0 else 0.0)
+    z = change / sigma if sigma > 0 else (1e6 if change > 0 else 0.0)  # noise-free: any change is sure
     share = float(np.mean(direction * (y[-w:] - ref) > change / 2)) if change > 0 else 0.0
     return Shift(k, onset, pre, late, ref, sigma, z, share)
 
@@ -335,6 +337,10 @@ def _median3(y: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     return out
 
 
+def _z_text(z: float) -> str:
+    return "a noise-free series" if z >= 1e6 else f"{z:.0f} noise units"
+
+
 def _conf(z: float, share: float) -> float:
     return round(float(min(1.0, z / (2 * Z_MIN)) * share), 3)
 
@@ -356,7 +362,7 @@ def _excursion(s: Scalar, *, delta: float, level: float) -> tuple[int, float, fl
         return None
     i = int(np.argmax(runs))
     peak = float(sm[i:].max())
-    z = (peak - base) / sigma if sigma > 0 else math.inf
+    z = (peak - base) / sigma if sigma > 0 else 1e6
     return int(x[i]), base, peak, z
 
 
@@ -443,7 +449,7 @@ def _rise_log(kind: str, key: str, what: str, warn_ratio: float, crit_ratio: flo
         pre, late = math.exp(sh.pre), math.exp(sh.late)
         verb = "rose" if direction > 0 else "fell"
         text = (f"{what} {verb} {ratio:.1f}× from step {sh.onset:.0f} ({pre:.3g} before, {late:.3g} over the last "
-                f"steps; {sh.z:.0f} noise units)")
+                f"steps; {_z_text(sh.z)})")
         ev = {"onset_step": sh.onset, "before": pre, "late": late, "ratio": ratio, "z": sh.z}
         return _finding(kind, sev, sh.onset, _conf(sh.z, sh.share), text, ev, s.last())
 
@@ -468,7 +474,7 @@ def _rise_abs(kind: str, key: str, what: str, delta: float, warn_level: float, c
         sev: Severity = "critical" if crit else "warning"
         verb = "rose" if direction > 0 else "fell"
         text = (f"{what} {verb} from {sh.pre:.3f} to {sh.late:.3f} from step {sh.onset:.0f} "
-                f"({sh.z:.0f} noise units)")
+                f"({_z_text(sh.z)})")
         ev = {"onset_step": sh.onset, "before": sh.pre, "late": sh.late, "change": direction * change, "z": sh.z}
         return _finding(kind, sev, sh.onset, _conf(sh.z, sh.share), text, ev, s.last())
 
