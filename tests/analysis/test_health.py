@@ -4,6 +4,7 @@ missing scalars, and the hook into analyze (with and without trajectories)."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -173,3 +174,61 @@ def test_analyze_with_trajectories_adds_health_findings_and_json_fields() -> Non
 def test_healthy_run_has_no_warning() -> None:
     for seed in range(5):
         assert at_least(health_findings(healthy_run(np.random.default_rng(seed))), "warning") == []
+
+
+VERL_NAMES = {"reward/mean": "critic/score/mean", "actor/entropy": "actor/entropy", "actor/kl_loss": "actor/kl_loss",
+              "timing/step_s": "timing_s/step", "response_length/clip_ratio": "response_length/clip_ratio",
+              "actor/grad_norm": "actor/grad_norm", "actor/pg_clipfrac": "actor/pg_clipfrac"}
+TRL_NAMES = {"reward/mean": "train/reward", "actor/entropy": "train/entropy", "actor/kl_loss": "train/kl",
+             "actor/pg_clipfrac": "train/clip_ratio/region_mean", "actor/grad_norm": "train/grad_norm"}
+
+
+def _planted_frame(kind: str, names: dict[str, str], seed: int) -> tuple[pd.DataFrame, int]:
+    run, onset = planted_run(kind, np.random.default_rng(seed), n=90)
+    return run[list(names)].rename(columns=names), onset
+
+
+def _only(a: object, kind: str, onset: int) -> None:
+    warn = at_least(a.findings, "warning")  # type: ignore[attr-defined]
+    assert [f.kind for f in warn] == [kind], [f.text for f in warn]
+    assert abs((warn[0].onset or 0) - onset) <= 9
+
+
+def test_verl_console_log_through_analyze(tmp_path: Path) -> None:
+    import rolloutlab
+    from rolloutlab.analysis import analyze_run
+
+    df, onset = _planted_frame("throughput_rot", VERL_NAMES, 11)
+    lines = ["(main_task pid=1) Training Progress:   1%|▎ 1/90"]
+    for step, row in df.iterrows():
+        lines.append(f"(main_task pid=1) step:{step} - " + " - ".join(f"{k}:{v:.6g}" for k, v in row.items()))
+    p = tmp_path / "verl_run" / "train.log"
+    p.parent.mkdir()
+    p.write_text("\n".join(lines) + "\n")
+    rolloutlab.ingest([p], tmp_path / "store")
+    st = rolloutlab.open_store(tmp_path / "store")
+    _only(analyze_run(st, next(iter(st.manifest["runs"]))), "throughput_rot", onset)
+
+
+def test_wandb_csv_trl_names_through_analyze(tmp_path: Path) -> None:
+    import rolloutlab
+    from rolloutlab.analysis import analyze_run
+
+    df, onset = _planted_frame("clip_saturation", TRL_NAMES, 12)
+    p = tmp_path / "wandb_export.csv"
+    df.to_csv(p, index_label="_step")
+    rolloutlab.ingest([p], tmp_path / "store")
+    _only(analyze_run(rolloutlab.open_store(tmp_path / "store"), "wandb_export"), "clip_saturation", onset)
+
+
+def test_tensorboard_through_analyze(tmp_path: Path) -> None:
+    pytest.importorskip("tensorboard")
+    import rolloutlab
+    from rolloutlab.analysis import analyze_run
+    from tests.importers.test_tensorboard import _write_events
+
+    df, onset = _planted_frame("entropy_collapse", VERL_NAMES, 13)
+    scalars = [(int(s), str(k), float(v)) for s, row in df.iterrows() for k, v in row.items()]
+    _write_events(tmp_path / "tb" / "run1", scalars)
+    rolloutlab.ingest([tmp_path / "tb" / "run1"], tmp_path / "store")
+    _only(analyze_run(rolloutlab.open_store(tmp_path / "store"), "run1"), "entropy_collapse", onset)
