@@ -232,3 +232,19 @@ def test_tensorboard_through_analyze(tmp_path: Path) -> None:
     _write_events(tmp_path / "tb" / "run1", scalars)
     rolloutlab.ingest([tmp_path / "tb" / "run1"], tmp_path / "store")
     _only(analyze_run(rolloutlab.open_store(tmp_path / "store"), "run1"), "entropy_collapse", onset)
+
+
+def test_zero_variance_groups_from_the_ledger_with_onset() -> None:
+    rng = np.random.default_rng(7)
+    recs = []
+    for s in range(1, 61):
+        for g in range(10):
+            p = 0.5 if s < 35 else 1.0  # from step 35 every group is all-correct: no GRPO signal
+            for i in range(4):
+                recs.append({"step": s, "group_id": f"{s}:{g}", "task_id": f"t{g}", "sample_idx": i,
+                             "reward": float(rng.random() < p), "num_turns": 1, "response_tokens": 50})
+    a = analyze(frame_from_records(recs), replay=False, breakpoint_intervals=False)
+    (f,) = [x for x in a.findings if x.kind == "zero_variance_groups"]
+    assert f.severity == "critical" and abs((f.onset or 0) - 35) <= 2
+    assert f.evidence["late"] == pytest.approx(1.0)
+    assert "signal" not in {x.kind for x in a.findings}  # superseded, not stated twice
