@@ -38,6 +38,15 @@ from rolloutlab.analysis._entropy import (
     fit_entropy_law,
 )
 from rolloutlab.analysis._findings import Finding
+from rolloutlab.analysis._health import (
+    HEALTH_SCALARS,
+    SIGNATURES,
+    HealthReport,
+    Signature,
+    health_check,
+    health_findings,
+    health_table,
+)
 from rolloutlab.analysis._ledger import group_table, signal_ledger
 from rolloutlab.analysis._metrics_only import (
     CANONICAL_METRICS,
@@ -76,9 +85,11 @@ from rolloutlab.analysis._steps import TRAINER_SCALARS, step_table, trainer_scal
 
 __all__ = [
     "CANONICAL_METRICS",
+    "HEALTH_SCALARS",
     "METRICS",
     "REPLAY_ESTIMATORS",
     "SET_COLUMNS",
+    "SIGNATURES",
     "TRAINER_SCALARS",
     "Analysis",
     "BootstrapCI",
@@ -90,6 +101,7 @@ __all__ = [
     "EntropyTrend",
     "Finding",
     "FitStatus",
+    "HealthReport",
     "Metric",
     "MetricComparison",
     "Overtake",
@@ -100,6 +112,7 @@ __all__ = [
     "SegmentLine",
     "SegmentsFit",
     "SetScores",
+    "Signature",
     "Transfer",
     "TwoSegmentFit",
     "WindowTable",
@@ -118,6 +131,9 @@ __all__ = [
     "fit_entropy_law",
     "frame_from_records",
     "group_table",
+    "health_check",
+    "health_findings",
+    "health_table",
     "load_run",
     "metric_step_table",
     "overtake_step",
