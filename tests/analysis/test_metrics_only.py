@@ -108,6 +108,7 @@ def test_cli_analyze_metrics_only_and_vs(tmp_path: Path, capsys: pytest.CaptureF
     assert main(["analyze", "a", "--store", str(store), "--vs", "b"]) == 0
     text = capsys.readouterr().out
     assert "needs trajectories" in text and "Arms on logged metrics" in text
+    assert max(len(line) for line in text.splitlines()) <= 80
 
 
 def test_tensorboard_metrics_only(tmp_path: Path) -> None:

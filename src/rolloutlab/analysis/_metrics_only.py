@@ -230,15 +230,36 @@ class MetricComparison:
         return {"metrics": self.table}
 
     def rich_table(self) -> Table:
+        """The table at 80 columns: short metric names, no vertical rules, run names as
+        plain text (never console markup)."""
+        from rich import box
         from rich.table import Table
+        from rich.text import Text
 
-        t = Table("metric", "arm", "first", "last", "change", "Δ last vs base [95% CI]",
-                  title=f"Arms on logged metrics (windows of {self.window} steps)", title_justify="left")
+        t = Table(title=f"Arms on logged metrics (first/last {self.window} steps)", title_justify="left",
+                  box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), show_edge=False, collapse_padding=True)
+        t.add_column("metric", overflow="fold", min_width=6)
+        t.add_column("arm", overflow="fold", min_width=3)
+        for h in ("first", "last", "change", "Δ last", "95% CI"):
+            t.add_column(h, justify="right", no_wrap=True)
         for r in self.table.itertuples(index=False):
-            diff = "" if r.arm == self.baseline else (
-                "—" if not np.isfinite(r.diff) else f"{r.diff:+.3f} [{r.diff_low:+.3f}, {r.diff_high:+.3f}]")
-            t.add_row(str(r.metric), str(r.arm), f"{r.first:.3f}", f"{r.last:.3f}", f"{r.change:+.3f}", diff)
+            base = r.arm == self.baseline
+            d = 1 if r.metric == "mean_response_tokens" else 3
+            ci = ("" if base or not np.isfinite(r.diff_low)
+                  else f"[{_num(r.diff_low, d, True)}, {_num(r.diff_high, d, True)}]")
+            t.add_row(_SHORT.get(r.metric, r.metric), Text(str(r.arm)), _num(r.first, d), _num(r.last, d),
+                      _num(r.change, d, True), "base" if base else _num(r.diff, d, True), ci)
         return t
+
+
+_SHORT = {"mean_reward": "reward", "success_rate": "success", "mean_response_tokens": "tokens"}
+
+
+def _num(x: float, d: int, sign: bool = False) -> str:
+    """``x`` with ``d`` decimals, ``—`` when undefined."""
+    if not np.isfinite(x):
+        return "—"
+    return f"{x:+.{d}f}" if sign else f"{x:.{d}f}"
 
 
 COMPARED = ("mean_reward", "success_rate", "entropy", "mean_response_tokens")
