@@ -23,7 +23,7 @@ from rolloutlab.analysis import (
     frame_from_records,
     metric_step_table,
 )
-from rolloutlab.analysis._metrics_only import _block_means
+from rolloutlab.analysis._metrics_only import lag1_from_differences, window_diff_ci
 from rolloutlab.cli import main
 from tests._skyrl_log import NOISE, console_record
 
@@ -182,14 +182,38 @@ def test_no_canonical_metric_says_so() -> None:
     assert "no reward" in a.skipped["saturation"]
 
 
-def test_block_bootstrap_means() -> None:
+def test_lag1_from_differences() -> None:
     rng = np.random.default_rng(0)
-    assert np.all(_block_means(np.full(9, 2.5), 50, rng) == 2.5)
-    x = np.arange(16, dtype=float)
-    m = _block_means(x, 4000, rng)
-    # each resample is 4 blocks of 4 consecutive steps: a mean of block starts + 1.5
-    assert m.min() >= 1.5 and m.max() <= 13.5
-    assert abs(m.mean() - 7.5) < 0.2  # block starts uniform on 0..12 → mean 6 + 1.5
+    e = rng.normal(size=20_000)
+    x = np.zeros_like(e)
+    for i in range(1, len(e)):
+        x[i] = 0.5 * x[i - 1] + e[i]
+    assert abs(lag1_from_differences(x + np.linspace(0, 50, len(x))) - 0.5) < 0.03  # a trend does not bias it
+    assert lag1_from_differences(rng.normal(size=20_000)) < 0.03
+    assert lag1_from_differences(np.arange(4.0)) == 0.0
+
+
+@pytest.mark.parametrize(("phi", "lo", "hi"), [(0.0, 0.93, 0.99), (0.5, 0.92, 0.98)])
+def test_window_diff_ci_coverage(phi: float, lo: float, hi: float) -> None:
+    """The simulation behind the coverage figures in compare_metric_runs' docstring (1,000
+    runs here): a saturating trend plus AR(1) noise, windows of 6 of 30 steps."""
+    rng = np.random.default_rng(11)
+    n, w = 30, 6
+    trend = np.minimum(np.arange(n) / 10, 1.0) * 2
+    true = -trend[-w:].mean()
+
+    def ar() -> np.ndarray:
+        e = rng.normal(size=n + 50)
+        x = np.zeros(n + 50)
+        for i in range(1, n + 50):
+            x[i] = phi * x[i - 1] + e[i]
+        return x[50:]
+
+    hits = 0
+    for _ in range(1000):
+        _, low, high = window_diff_ci(ar() + trend, ar(), w)
+        hits += low <= true <= high
+    assert lo <= hits / 1000 <= hi
 
 
 def test_compare_metric_runs_by_hand() -> None:
@@ -199,4 +223,7 @@ def test_compare_metric_runs_by_hand() -> None:
     r = mc.table.set_index(["metric", "arm"]).loc[("mean_reward", "arm")]
     assert r["first"] == pytest.approx(0.52) and r["last"] == pytest.approx(0.59)
     assert r["diff"] == pytest.approx(0.09) and r["first_steps"] == "1–3" and r["last_steps"] == "8–10"
-    assert r["diff_low"] <= 0.09 <= r["diff_high"]
+    # by hand: base has no variance; arm's last 3 are 0.58, 0.59, 0.60 (sd 0.01), a straight
+    # line, so its differences are constant and rho = 0: se = 0.01/sqrt(3), df = 2
+    half = 4.302652729911275 * 0.01 / 3 ** 0.5
+    assert r["diff_low"] == pytest.approx(0.09 - half) and r["diff_high"] == pytest.approx(0.09 + half)

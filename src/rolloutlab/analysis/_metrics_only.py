@@ -8,7 +8,10 @@ logged names are mapped to canonical ones by :data:`CANONICAL_METRICS` (first al
 found wins; each alias is also accepted with a ``train/`` prefix, as W&B and TensorBoard
 exports of TRL write them).  What needs trajectories (the group-signal ledger, pass@k
 by k and its reliability-vs-capability verdict, advantage replay, set scores, the
-trial-level fit) says so in ``Analysis.skipped``.
+trial-level fit) says so in ``Analysis.skipped``.  Arms are compared on their
+first- and last-window means, the difference with a Welch interval over steps corrected
+for the autocorrelation of a training curve (:func:`window_diff_ci`; its coverage is in
+:func:`compare_metric_runs`).
 
 :func:`metric_step_table` is the entry point for anything built on the scalars (the
 training-health findings, say): it takes the wide step × name table a run logged and
@@ -218,13 +221,13 @@ class MetricComparison:
     baseline: str
     table: pd.DataFrame
     """One row per (metric, arm): window steps, first/last window means, change, and the
-    last-window difference to the baseline with its block-bootstrap interval."""
+    last-window difference to the baseline with its interval (:func:`window_diff_ci`)."""
     window: int
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"baseline": self.baseline, "window": self.window, "table": plain(self.table),
-                "notes": list(self.notes), "unit": "steps (moving-block bootstrap)"}
+                "notes": list(self.notes), "interval": "Welch t over steps, AR(1)-corrected (window_diff_ci)"}
 
     def tables(self) -> dict[str, pd.DataFrame]:
         return {"metrics": self.table}
@@ -266,33 +269,60 @@ COMPARED = ("mean_reward", "success_rate", "entropy", "mean_response_tokens")
 """Canonical series :func:`compare_metric_runs` compares (plus every common ``pass@k``)."""
 
 
-def _block_means(x: np.ndarray, n_boot: int, rng: np.random.Generator) -> np.ndarray:
-    """Moving-block bootstrap means of ``x`` (blocks of ⌈√n⌉ consecutive steps, so the
-    autocorrelation of a training curve is kept within blocks)."""
-    n = len(x)
-    b = max(1, int(np.ceil(np.sqrt(n))))
-    k = int(np.ceil(n / b))
-    starts = rng.integers(0, n - b + 1, size=(n_boot, k))
-    idx = (starts[:, :, None] + np.arange(b)[None, None, :]).reshape(n_boot, -1)[:, :n]
-    return np.asarray(x[idx].mean(axis=1), dtype=float)
+def lag1_from_differences(x: np.ndarray) -> float:
+    """The lag-1 autocorrelation ρ of a series' noise, read from its first differences:
+    for AR(1) noise, corr(Δx_t, Δx_{t−1}) = (ρ − 1)/2, so ρ = 1 + 2·corr — and
+    differencing removes a trend (a saturating curve leaves one kink), which residuals
+    about a window mean would not.  Clipped to [0, 0.9]; 0 with fewer than 5 values or
+constant differences (a straight line)."""
+    d = np.diff(np.asarray(x, dtype=float))
+    tol = 1e-9 * max(1.0, float(np.abs(d).max())) if len(d) else 0.0  # rounding noise is no correlation
+    if len(d) < 4 or np.ptp(d[:-1]) <= tol or np.ptp(d[1:]) <= tol:
+        return 0.0
+    c = float(np.corrcoef(d[:-1], d[1:])[0, 1])
+    return float(np.clip(1 + 2 * c, 0.0, 0.9)) if np.isfinite(c) else 0.0
 
 
-def compare_metric_runs(frames: list[RunFrame], names: list[str] | None = None, *, window: int | None = None,
-                        n_boot: int = 2000, seed: int = 0) -> MetricComparison:
+def window_diff_ci(base: np.ndarray, arm: np.ndarray, window: int, level: float = 0.95) -> tuple[float, float, float]:
+    """``(diff, low, high)``: last-``window`` mean of ``arm`` minus that of ``base``, with a
+    Welch t interval whose variances are inflated by the AR(1) factor (1 + ρ)/(1 − ρ),
+    ρ from each whole series (:func:`lag1_from_differences`).  NaN bounds with fewer than
+    3 steps in a window."""
+    from scipy import stats
+
+    a, b = np.asarray(base, float)[-window:], np.asarray(arm, float)[-window:]
+    diff = float(b.mean() - a.mean())
+    if len(a) < 3 or len(b) < 3:
+        return diff, float("nan"), float("nan")
+    ra, rb = lag1_from_differences(base), lag1_from_differences(arm)
+    va = a.var(ddof=1) / len(a) * (1 + ra) / (1 - ra)
+    vb = b.var(ddof=1) / len(b) * (1 + rb) / (1 - rb)
+    se = float(np.sqrt(va + vb))
+    if se == 0:
+        return diff, diff, diff
+    df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
+    q = float(stats.t.ppf(0.5 + level / 2, max(1.0, df)))
+    return diff, diff - q * se, diff + q * se
+
+
+def compare_metric_runs(frames: list[RunFrame], names: list[str] | None = None, *,
+                        window: int | None = None) -> MetricComparison:
     """Each arm against the first (the baseline) on the logged per-step scalars.
 
     For every canonical series the arms share: the mean over the first and the last
     ``window`` steps each arm logged (default: a fifth of the shorter run, 1 to 20
     steps), the change between them, and the difference of last-window means
-    (arm − baseline) with a 95 % percentile interval from a moving-block bootstrap over
-    each arm's steps, resampled independently (steps are the units: per-step scalars
-    carry no task ids, so nothing can be paired).  With fewer than 3 steps in a window
-    the interval is not given (NaN)."""
+    (arm − baseline) with a 95 % interval (:func:`window_diff_ci`).  Steps are the
+    units: per-step scalars carry no task ids, so nothing is paired, and neighbouring
+    steps of a training curve are correlated — hence the AR(1) correction.  Coverage in
+    the simulation the tests re-run (a saturating trend plus AR(1) noise, 2,000 runs
+    each): 97 % / 95 % / 95 % / 90 % at ρ = 0 / 0.3 / 0.5 / 0.8 for windows of 6 of 30
+    steps; without the correction 95 % / 87 % / 76 % / 49 %.  Strongly autocorrelated
+    curves (ρ ≥ 0.8) still under-cover."""
     names = names or [f.run_id for f in frames]
     tabs = [metric_step_table(f.metrics) for f in frames]
     lengths = [len(t) for t in tabs if len(t)]
     w = window or max(1, min(20, (min(lengths) if lengths else 1) // 5))
-    rng = np.random.default_rng(seed)
     cols = [c for c in COMPARED if all(c in t.columns for t in tabs)]
     passk = set.intersection(*({c for c in t.columns if c.startswith("pass@")} for t in tabs)) if tabs else set()
     cols += sorted(passk, key=lambda c: int(c[5:]))
@@ -300,18 +330,15 @@ def compare_metric_runs(frames: list[RunFrame], names: list[str] | None = None, 
     notes = [f"{n}: no canonical metrics logged" for n, t in zip(names, tabs, strict=True) if t.empty]
     for col in cols:
         base = tabs[0][col].dropna().to_numpy(float)
-        base_boot = _block_means(base[-w:], n_boot, rng) if len(base[-w:]) >= 3 else None
         for name, t in zip(names, tabs, strict=True):
             s = t[col].dropna()
             x = s.to_numpy(float)
             first, last = float(x[:w].mean()), float(x[-w:].mean())
             diff = low = high = float("nan")
             if name != names[0]:
-                diff = last - float(base[-w:].mean())
-                if base_boot is not None and len(x[-w:]) >= 3:
-                    d = _block_means(x[-w:], n_boot, rng) - base_boot
-                    low, high = (float(v) for v in np.quantile(d, [0.025, 0.975]))
-            rows.append({"metric": col, "arm": name, "steps": len(x), "first_steps": f"{int(s.index[0])}–{int(s.index[min(w, len(x)) - 1])}",
+                diff, low, high = window_diff_ci(base, x, w)
+            rows.append({"metric": col, "arm": name, "steps": len(x),
+                         "first_steps": f"{int(s.index[0])}–{int(s.index[min(w, len(x)) - 1])}",
                          "last_steps": f"{int(s.index[-min(w, len(x))])}–{int(s.index[-1])}",
                          "first": first, "last": last, "change": last - first,
                          "diff": diff, "diff_low": low, "diff_high": high})
