@@ -73,10 +73,11 @@ def save_checkpoint(run_dir: Path, step: int, model: Any, tokenizer: ChatTokeniz
         if final.exists():
             shutil.rmtree(final)
         os.replace(tmp, final)
-    except OSError as e:
+    except Exception as e:  # OSError, and safetensors' own error for the same full disk
         shutil.rmtree(tmp, ignore_errors=True)
+        why = getattr(e, "strerror", None) or str(e)
         raise RolloutlabError(
-            f"could not write checkpoint {final}: {e.strerror or e}; earlier checkpoints are intact "
+            f"could not write checkpoint {final}: {why}; earlier checkpoints are intact "
             "(free space, then continue with rolloutlab train --resume RUN_DIR)"
         ) from None
     return final

@@ -542,8 +542,8 @@ def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> Train
         if not isinstance(loaded, dict):
             raise InputError("a config file must be a mapping of sections", path=p)
         data = loaded
-    base = TrainConfig.from_dict(data, source=source) if data else None
-    merged = apply_overrides(base.to_dict() if base else {}, overrides)
+    # the file alone may be incomplete (presets leave model.path to the command line)
+    merged = apply_overrides(data, overrides)
     return TrainConfig.from_dict(merged, source=source if not overrides else f"{source} + overrides")
 
 

@@ -169,5 +169,5 @@ def run_demo(
 def _print_findings(analysis: Any, echo: Callable[[str], None]) -> None:
     findings = getattr(analysis, "findings", None) or []
     for f in list(findings)[:5]:
-        text = getattr(f, "title", None) or getattr(f, "message", None) or str(f)
+        text = getattr(f, "text", None) or str(f)
         echo(f"  finding: {str(text)[:110]}")
