@@ -1,0 +1,69 @@
+"""Training with generation on an OpenAI-compatible server (the mock) and weight refresh."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+
+import orjson
+
+from rolloutlab.train import load_config
+from rolloutlab.train._loop import Trainer
+from rolloutlab.train._remote import RemotePolicy
+from tests._mock_openai import MockOpenAI
+
+from ._helpers import TINY
+
+
+def test_a_run_samples_on_the_server(tmp_path: Path) -> None:
+    # the server answers each turn with the digit 3 then <eos> (ids of the tiny tokenizer)
+    with MockOpenAI(complete=lambda ids: [7, 1]) as mock:
+        cfg = load_config(None, [*TINY, "rollout.tasks_per_step=2", "rollout.n=2", "trainer.total_steps=2",
+                                 "trainer.save_every=1", "rollout.backend=openai", f"rollout.base_url={mock.base_url}",
+                                 "rollout.max_tokens_per_turn=2", "actor.tis_cap=2.0"])
+        t = Trainer(cfg, tmp_path / "r")
+        res = t.run()
+        assert mock.requests > 0 and all(b["prompt"] and isinstance(b["prompt"][0], int) for b in mock.bodies)
+    assert res.last_step == 2
+    assert isinstance(t.policy, RemotePolicy) and len(t.policy.synced) == 2
+    rows = [orjson.loads(x) for x in (tmp_path / "r" / "rollouts" / "step_000001.jsonl").read_bytes().splitlines()]
+    assert {r["turns"][0]["action"] for r in rows} == {"3"}
+    m = orjson.loads((tmp_path / "r" / "metrics.jsonl").read_bytes().splitlines()[0])["metrics"]
+    assert "rollout/sampler_trainer_kl" in m  # the mock's -0.5 log-probs differ from the trainer's
+
+
+def test_vllm_lora_reload_is_called_with_the_checkpoint(tmp_path: Path) -> None:
+    seen: list[tuple[str, dict]] = []
+
+    class H(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            seen.append((self.path, body))
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+        def log_message(self, *a: object) -> None:
+            return None
+
+    srv = HTTPServer(("127.0.0.1", 0), H)
+    th = threading.Thread(target=srv.serve_forever, daemon=True)
+    th.start()
+    try:
+        url = f"http://127.0.0.1:{srv.server_address[1]}/v1"
+        cfg = load_config(None, [*TINY, "rollout.backend=openai", f"rollout.base_url={url}", "rollout.weight_sync=vllm_lora"])
+        from rolloutlab.agent._tokenizers import guess_number_tokenizer
+
+        pol = RemotePolicy(cfg, guess_number_tokenizer(), tmp_path)
+        ck = tmp_path / "checkpoints" / "step_000003"
+        ck.mkdir(parents=True)
+        pol.after_save(ck)
+        assert seen == [("/v1/load_lora_adapter", {"lora_name": "policy-step_000003", "lora_path": str(ck.resolve())})]
+        assert pol.model == "policy-step_000003"
+        cfg2 = load_config(None, [*TINY, "rollout.backend=openai", f"rollout.base_url={url}", "rollout.weight_sync=sglang_disk"])
+        RemotePolicy(cfg2, guess_number_tokenizer(), tmp_path).after_save(ck)
+        assert seen[-1] == ("/update_weights_from_disk", {"model_path": str(ck.resolve())})
+    finally:
+        srv.shutdown()
