@@ -38,7 +38,7 @@ def test_vllm_lora_reload_is_called_with_the_checkpoint(tmp_path: Path) -> None:
     seen: list[tuple[str, dict]] = []
 
     class H(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             seen.append((self.path, body))
             self.send_response(200)
