@@ -101,6 +101,10 @@ class Trainer:
         self.show_progress = cfg.logging.progress if progress is None else progress
         if cfg.model.device == "cpu":
             torch.set_num_threads(max(1, cfg.trainer.threads))
+        if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.distributed.is_initialized():
+            # launched by torchrun: one process per rank; gloo on the CPU, nccl on GPUs
+            backend = "nccl" if cfg.model.device.startswith("cuda") else "gloo"
+            torch.distributed.init_process_group(backend)
         self.distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
         self.rank = torch.distributed.get_rank() if self.distributed else 0
         self.world = torch.distributed.get_world_size() if self.distributed else 1
