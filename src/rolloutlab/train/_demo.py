@@ -109,7 +109,7 @@ def run_demo(
     t_all = time.perf_counter()
     ovs = list(overrides)
     if quick:
-        ovs = ["trainer.total_steps=60", "trainer.save_every=20", *ovs]
+        ovs = ["trainer.total_steps=40", "trainer.save_every=10", *ovs]
     cfg = load_config("demo", ovs)
     out = Path(out)
     run_dir = out / "run"
