@@ -39,8 +39,10 @@ def _unavailable(why: str) -> None:
     pytest.skip(msg)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    # Module scope, never session: while Playwright's sync API is open it holds a running
+    # asyncio loop on the main thread, and every later test calling ``asyncio.run`` fails.
     if not CHROMIUM.exists():
         _unavailable(f"{CHROMIUM} is missing")
     try:
