@@ -56,6 +56,19 @@ def test_show_text_is_not_interpreted(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "\x1b" not in out and "\\x1b[2J" in out  # escape sequences made visible
 
 
+def test_sql_text_is_not_interpreted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    d = tmp_path / "x"
+    d.mkdir()
+    hostile = "[bold red]fake[/] \x1b[2J\u202eevil"
+    (d / "1.jsonl").write_bytes(verl_line(1, "p", 1.0, output=hostile) + b"\n")
+    assert main(["ingest", str(d), "--store", str(tmp_path / "s")]) == 0
+    capsys.readouterr()
+    assert main(["sql", "SELECT response AS \"[red]r[/]\" FROM texts", "--store", str(tmp_path / "s")]) == 0
+    out = capsys.readouterr().out
+    assert "[bold red]fake[/]" in out and "[red]r[/]" in out  # values and headers printed literally
+    assert "\x1b" not in out and "\\x1b[2J" in out and "\u202e" not in out and "\\u202e" in out
+
+
 def test_sql_read_only(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
     capsys.readouterr()
     assert main(["sql", "SELECT step, count(*) AS n FROM trajectories GROUP BY step ORDER BY step", "--store", str(store), "--json"]) == 0

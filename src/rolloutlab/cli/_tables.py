@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
 
 SHORT: dict[str, str] = {
     "trajectories": "trajs",
@@ -67,12 +67,22 @@ LEGEND: dict[str, str] = {
 """Short header → what it means (printed under the table)."""
 
 
+def escape_control(s: str, *, keep_newlines: bool = False) -> str:
+    """``s`` made harmless for a terminal: control, ANSI-escape and bidi characters shown as
+    ``\\xNN`` / ``\\uNNNN`` (new lines and tabs kept when ``keep_newlines``)."""
+    def sub(m: re.Match[str]) -> str:
+        c = m.group()
+        if keep_newlines and c in "\n\t":
+            return c
+        return f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
+    return _CONTROL.sub(sub, s)
+
+
 def cell(s: object) -> Text:
     """Store text for a table cell: control and bidi characters shown as escapes, no markup."""
     if s is None:
         return Text("")
-    return Text(_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
-                             else f"\\u{ord(m.group()):04x}", str(s)))
+    return Text(escape_control(str(s), keep_newlines=True))
 
 
 @dataclass(frozen=True)

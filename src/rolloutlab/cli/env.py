@@ -28,7 +28,9 @@ app.add_typer(env_app, name="env")
 
 def plain(text: str) -> str:
     """``text`` with control characters (ANSI escapes, NUL, ...) shown as ``\\xNN``; new lines and tabs kept."""
-    return "".join(c if c in "\n\t" or (c.isprintable() and c not in "\u2028\u2029") else ascii(c)[1:-1] for c in text)
+    from rolloutlab.cli._tables import escape_control
+
+    return escape_control(text, keep_newlines=True)
 
 
 def _console() -> Console:

@@ -8,14 +8,12 @@ characters and escape sequences made visible), never interpreted.
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any
 
 import typer
 
 from rolloutlab.cli._app import JsonOpt, StoreOpt, app, store_path
-
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+from rolloutlab.cli._tables import escape_control
 
 
 def safe_text(s: str | None, limit: int | None = None) -> str:
@@ -24,7 +22,7 @@ def safe_text(s: str | None, limit: int | None = None) -> str:
         return ""
     if limit is not None and len(s) > limit:
         s = s[:limit] + f"… [{len(s) - limit} more chars]"
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", s)
+    return escape_control(s, keep_newlines=True)
 
 
 def _fmt(x: Any, digits: int = 4) -> str:

@@ -20,7 +20,9 @@ def sql(
     import orjson
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
+    from rolloutlab.cli._tables import cell
     from rolloutlab.io import open_store
     from rolloutlab.io._store import check_read_only
 
@@ -35,10 +37,13 @@ def sql(
         typer.echo(orjson.dumps([dict(zip(cols, r, strict=True)) for r in rows], default=str,
                                 option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS).decode())
         return
-    t = Table(*cols)
+    t = Table()
+    for col in cols:
+        t.add_column(cell(col))
     for r in rows[:limit]:
-        t.add_row(*("∅" if v is None else str(v)[:200] for v in r))
-    c = Console()
+        # values are store text, hence hostile: rich markup and terminal escapes never interpreted
+        t.add_row(*(Text("∅") if v is None else cell(str(v)[:200]) for v in r))
+    c = Console(highlight=False)
     c.print(t)
     if len(rows) > limit:
         c.print(f"({len(rows) - limit} more rows; use --limit or --json)")
