@@ -29,7 +29,18 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
-err_console = Console(stderr=True)
+err_console = Console(stderr=True, soft_wrap=True)  # paths in messages are never broken across lines
+
+
+def _esc(text: str) -> str:
+    """A message for the terminal: its values (file text, names) never read as rich markup
+    nor as escape sequences."""
+    from rich.markup import escape
+
+    from rolloutlab.cli._tables import escape_control
+
+    return escape(escape_control(text, keep_newlines=True))
+
 
 StoreOpt = Annotated[
     Path | None,
@@ -96,7 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             err_console.print(f"interrupted ({name}): the store is unchanged", highlight=False)
         return e.exit_code
     except RolloutlabError as e:
-        err_console.print(f"[bold red]error:[/] {e}", highlight=False, markup=True, soft_wrap=True)
+        err_console.print(f"[bold red]error:[/] {_esc(str(e))}", highlight=False, markup=True, soft_wrap=True)
         return 1
     except typer.Exit as e:
         return int(e.exit_code or 0)
@@ -112,7 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         damaged = _damaged_store_line(e)
         if damaged is None:
             raise  # a bug: keep its traceback
-        err_console.print(f"[bold red]error:[/] {damaged}", highlight=False, markup=True, soft_wrap=True)
+        err_console.print(f"[bold red]error:[/] {_esc(damaged)}", highlight=False, markup=True, soft_wrap=True)
         return 1
     return rv if isinstance(rv, int) else 0
 
@@ -147,7 +158,7 @@ def _warnings_as_lines() -> Iterator[None]:
 
     def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
              file: object = None, line: str | None = None) -> None:
-        err_console.print(f"[yellow]warning:[/] {message}", highlight=False, markup=True, soft_wrap=True)
+        err_console.print(f"[yellow]warning:[/] {_esc(str(message))}", highlight=False, markup=True, soft_wrap=True)
 
     with warnings.catch_warnings():
         warnings.simplefilter("always", StoreWarning)

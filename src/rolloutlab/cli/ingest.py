@@ -63,11 +63,13 @@ def ingest(
 
         def waiting(message: str) -> None:
             bar.update(task, description=message[:60])
-            err_console.print(message, highlight=False)
+            err_console.print(message, highlight=False, markup=False)
 
         report = do_ingest(sources, store_path(store), name=name, labels=labels, format=format,
                            mapping=mapping, split=split, on_error=on_error, progress=progress, jobs=jobs,
                            on_wait=waiting, index=index)
+    from rich.markup import escape as esc
+
     if json_:
         typer.echo(orjson.dumps(dataclasses.asdict(report), option=orjson.OPT_INDENT_2).decode())
         return
@@ -77,18 +79,18 @@ def ingest(
     for s in report.sources:
         c = s.counts
         err_console.print(
-            f"[bold]{s.run_id}[/] ← {s.source} [dim]({s.format})[/]: {s.parts_read} parts read, "
+            f"[bold]{esc(s.run_id)}[/] ← {esc(str(s.source))} [dim]({s.format})[/]: {s.parts_read} parts read, "
             f"{s.parts_unchanged} unchanged; {c['trajectories']} trajectories, {c['turns']} turns, {c['metrics']} metrics",
             highlight=False,
         )
         for w in s.warnings:
-            err_console.print(f"  [yellow]warning:[/] {w}", highlight=False)
+            err_console.print(f"  [yellow]warning:[/] {esc(w)}", highlight=False)
         if s.rejects:
             err_console.print(f"  [red]{s.rejects} records rejected[/] — see `rolloutlab sql \"SELECT * FROM rejects\"`", highlight=False)
     for u in report.unindexed:
-        err_console.print(f"[yellow]not in the index, not ingested:[/] {u}", highlight=False)
+        err_console.print(f"[yellow]not in the index, not ingested:[/] {esc(str(u))}", highlight=False)
     for u in report.index_unused:
-        err_console.print(f"[yellow]index entry naming no source:[/] {u}", highlight=False)
+        err_console.print(f"[yellow]index entry naming no source:[/] {esc(str(u))}", highlight=False)
 
 
 @app.command()
