@@ -123,6 +123,16 @@ def test_no_saturation_on_a_rising_run() -> None:
     assert any(x.kind == "rising" for x in a.findings)
 
 
+def test_a_run_at_its_ceiling_is_neither_rising_nor_plateaued() -> None:
+    # success climbs to 1 on every task and stays there for the last steps (the demo's shape)
+    f = _run(lambda s, g: min(1.0, 0.3 + 0.7 * s / 34), steps=40, seed=11)
+    a = analyze(f, replay=False)
+    kinds = {x.kind for x in a.findings if "mean_reward" in x.text}
+    assert "ceiling" in kinds and not kinds & {"rising", "plateau"}, [x.text for x in a.findings]
+    top = next(x for x in a.findings if x.kind == "ceiling" and "mean_reward" in x.text)
+    assert "reached its ceiling" in top.text and "zero reward variance" in top.text
+
+
 def test_entropy_section_and_law() -> None:
     steps = 30
     ent = {s: 1.5 * math.exp(-s / 10) + 0.05 for s in range(1, steps + 1)}

@@ -59,6 +59,9 @@ def _late(df: pd.DataFrame, col: str, frac: float = 0.2) -> tuple[float, tuple[i
     return float(tail.mean()), (int(tail.index[0]), int(tail.index[-1]))
 
 
+CEILING = 0.02
+"""Headroom at or below which a saturation series is reported as at its ceiling."""
+
 _UNDEFINED_NUMBER = re.compile(r"(?<![A-Za-z])[+-]?(nan|inf)(?![A-Za-z])", re.IGNORECASE)
 
 
@@ -83,7 +86,13 @@ def rank_findings(a: Analysis) -> list[Finding]:
             ci = sec["breakpoint_ci"]
             ev["breakpoint_ci"] = [ci.low, ci.high]
         rng = (round(fit.breakpoint), int(fit.x_last))
-        if v.plateau:
+        if v.headroom is not None and v.headroom <= CEILING and fit.late_t > -2:
+            # at the top of the range: "still rising" or "plateaued" would both mislead
+            out.append(Finding("ceiling", 70 if name == "mean_reward" else 55,
+                               f"{name} reached its ceiling: {v.late_end_value:.3f} at step {int(fit.x_last)} "
+                               f"(maximum {v.late_end_value + v.headroom:g}); these tasks have nothing left to teach"
+                               f"{signal_note if name == 'mean_reward' else ''}", rng, ev))
+        elif v.plateau:
             extra = signal_note if name == "mean_reward" else ""
             out.append(Finding("plateau", 90 if name == "mean_reward" else 60,
                                f"{name} plateaued after step {fit.breakpoint:.0f} (late slope {fit.late_slope:+.4f}/step, "
@@ -249,4 +258,4 @@ def _at_turns(rep: Any, est: str, turn: pd.DataFrame) -> pd.Series:
 
 
 def signal_note_used(found: list[Finding]) -> bool:
-    return any(f.kind == "plateau" and "zero reward variance" in f.text for f in found)
+    return any(f.kind in ("plateau", "ceiling") and "zero reward variance" in f.text for f in found)

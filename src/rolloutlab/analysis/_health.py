@@ -433,6 +433,13 @@ def _finding(sig_kind: str, severity: Severity, onset: float, conf: float, text:
                    confidence=conf, actions=sig.actions)
 
 
+def _times(ratio: float) -> str:
+    """A ratio as people say it: ``3.2×``, ``450×``, ``more than 10,000×``."""
+    if ratio < 100:
+        return f"{ratio:.1f}×"
+    return f"{ratio:,.0f}×" if ratio < 10_000 else "more than 10,000×"
+
+
 def _rise_log(kind: str, key: str, what: str, warn_ratio: float, crit_ratio: float, floor: float,
               direction: int = 1) -> Callable[[dict[str, Scalar], int], Finding | None]:
     """A ratio change on the log scale: warning at ``warn_ratio``×, critical at ``crit_ratio``×."""
@@ -448,7 +455,7 @@ def _rise_log(kind: str, key: str, what: str, warn_ratio: float, crit_ratio: flo
         sev: Severity = "critical" if ratio >= crit_ratio else "warning"
         pre, late = math.exp(sh.pre), math.exp(sh.late)
         verb = "rose" if direction > 0 else "fell"
-        text = (f"{what} {verb} {ratio:.1f}× from step {sh.onset:.0f} ({pre:.3g} before, {late:.3g} over the last "
+        text = (f"{what} {verb} {_times(ratio)} from step {sh.onset:.0f} ({pre:.3g} before, {late:.3g} over the last "
                 f"steps; {_z_text(sh.z)})")
         ev = {"onset_step": sh.onset, "before": pre, "late": late, "ratio": ratio, "z": sh.z}
         return _finding(kind, sev, sh.onset, _conf(sh.z, sh.share), text, ev, s.last())

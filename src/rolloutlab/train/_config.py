@@ -548,12 +548,9 @@ def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> Train
 
 
 def presets_dir() -> Path:
-    """``configs/`` of a source checkout (next to ``src/``), else the current directory's."""
-    here = Path(__file__).resolve()
-    for parent in here.parents:
-        if (parent / "configs").is_dir() and (parent / "pyproject.toml").exists():
-            return parent / "configs"
-    return Path("configs")
+    """The presets shipped with the package (``rolloutlab/configs/``; a source checkout also
+    shows them as ``configs/`` at its top)."""
+    return Path(__file__).resolve().parent.parent / "configs"
 
 
 def resolve_preset(path: str | Path) -> Path:

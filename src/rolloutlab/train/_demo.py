@@ -116,8 +116,8 @@ def run_demo(
     if run_dir.exists() and any(run_dir.iterdir()):
         raise RolloutlabError(f"{run_dir} is not empty: choose another --out or remove it")
     out.mkdir(parents=True, exist_ok=True)
-    echo(f"training the tiny policy ({cfg.model.hidden_size}-wide Qwen2, {cfg.batch_size} episodes a step, "
-         f"{cfg.trainer.total_steps} steps, {cfg.algorithm.adv_estimator}) on {cfg.env.id} ...")
+    echo(f"training the tiny policy on {cfg.env.id}: {cfg.model.hidden_size}-wide Qwen2, "
+         f"{cfg.algorithm.adv_estimator}, {cfg.trainer.total_steps} steps of {cfg.batch_size} episodes")
     t0 = time.perf_counter()
     trainer = Trainer(cfg, run_dir, progress=progress)
     trainer.save()  # the initial model, evaluated as step 0
@@ -168,6 +168,8 @@ def run_demo(
 
 def _print_findings(analysis: Any, echo: Callable[[str], None]) -> None:
     findings = getattr(analysis, "findings", None) or []
+    if findings:
+        echo("what analyze says about the run (most consequential first):")
     for f in list(findings)[:5]:
         text = getattr(f, "text", None) or str(f)
-        echo(f"  finding: {str(text)[:110]}")
+        echo(f"  - {text}")
