@@ -5,8 +5,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO := out/demo
+TOUR := out/tour
 
-.PHONY: demo test lint browser bench clean
+.PHONY: demo tour test lint sysdeps bench clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -15,36 +16,47 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[test]'
 	touch $(STAMP)
 
+# The main job: train a tiny policy on the CPU, evaluate its checkpoints, ingest, analyse, report.
 demo: $(STAMP)
-	$(BIN)/python -m rolloutlab.demo_data $(DEMO)/sources
-	$(BIN)/rolloutlab ingest $(DEMO)/sources/verl_rollouts --store $(DEMO)/store --name verl-demo --label arm=demo
-	$(BIN)/rolloutlab ingest tests/fixtures/samples/nemo_gym/grl_sokoban.rollouts.jsonl --store $(DEMO)/store
-	$(BIN)/rolloutlab ingest tests/fixtures/samples/inspect/browser.json --store $(DEMO)/store
-	$(BIN)/rolloutlab runs --store $(DEMO)/store
-	$(BIN)/rolloutlab show verl-demo --store $(DEMO)/store
-	$(BIN)/rolloutlab sql "SELECT step, count(DISTINCT group_id) AS groups, avg(reward) AS reward FROM trajectories WHERE run_id = 'verl-demo' GROUP BY step ORDER BY step LIMIT 5" --store $(DEMO)/store
-	$(BIN)/rolloutlab analyze verl-demo --store $(DEMO)/store
-	$(BIN)/rolloutlab report verl-demo --store $(DEMO)/store -o $(DEMO)/report.html --png $(DEMO)/figures
-	@echo "open $(DEMO)/report.html in a browser (offline, self-contained)"
+	rm -rf $(DEMO)
+	$(BIN)/rolloutlab demo --out $(DEMO)
+
+# The observing half on its own: a generated verl dump and two real samples, ingested and explained.
+tour: $(STAMP)
+	$(BIN)/python -m rolloutlab.demo_data $(TOUR)/sources
+	$(BIN)/rolloutlab ingest $(TOUR)/sources/verl_rollouts --store $(TOUR)/store --name verl-demo --label arm=demo
+	$(BIN)/rolloutlab ingest tests/fixtures/samples/nemo_gym/grl_sokoban.rollouts.jsonl --store $(TOUR)/store
+	$(BIN)/rolloutlab ingest tests/fixtures/samples/inspect/browser.json --store $(TOUR)/store
+	$(BIN)/rolloutlab runs --store $(TOUR)/store
+	$(BIN)/rolloutlab show verl-demo --store $(TOUR)/store
+	$(BIN)/rolloutlab sql "SELECT step, count(DISTINCT group_id) AS groups, avg(reward) AS reward FROM trajectories WHERE run_id = 'verl-demo' GROUP BY step ORDER BY step LIMIT 5" --store $(TOUR)/store
+	$(BIN)/rolloutlab analyze verl-demo --store $(TOUR)/store
+	$(BIN)/rolloutlab report verl-demo --store $(TOUR)/store -o $(TOUR)/report.html --png $(TOUR)/figures
+	@echo "open $(TOUR)/report.html in a browser (offline, self-contained)"
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/mypy
 
-# The browser tests drive Debian's chromium (a fresh machine has none): installed here when
-# running as root, else the tests fail with a message saying how to install it.
-browser:
-	@if ! command -v chromium >/dev/null 2>&1; then \
+# System packages some tests need, installed when missing and running as root (else those
+# tests say how to install them): Debian's chromium for the browser tests, Java 17 for
+# ScienceWorld (whose tests skip without it).
+sysdeps:
+	@missing=""; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	command -v java >/dev/null 2>&1 || missing="$$missing openjdk-17-jre-headless"; \
+	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; \
-	  else echo "browser tests need Debian's chromium: sudo apt-get install -y chromium"; fi; \
+	    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
+	  else echo "some tests need:$$missing (sudo apt-get install -y$$missing)"; fi; \
 	fi
 
-test: $(STAMP) lint browser
+test: $(STAMP) lint sysdeps
 	ROLLOUTLAB_REQUIRE_BROWSER=1 $(BIN)/python -m pytest tests
 
+# Every benchmark, one after the other (each prints its ratios against its peer).
 bench: $(STAMP)
-	$(BIN)/python benchmarks/bench_ingest.py
+	for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 clean:
 	rm -rf $(VENV) out .pytest_cache .ruff_cache .mypy_cache

@@ -86,12 +86,13 @@ def rank_findings(a: Analysis) -> list[Finding]:
             ci = sec["breakpoint_ci"]
             ev["breakpoint_ci"] = [ci.low, ci.high]
         rng = (round(fit.breakpoint), int(fit.x_last))
-        if v.headroom is not None and v.headroom <= CEILING and fit.late_t > -2:
+        if name == "mean_reward" and v.headroom is not None and v.headroom <= CEILING and fit.late_t > -2:
             # at the top of the range: "still rising" or "plateaued" would both mislead
-            out.append(Finding("ceiling", 70 if name == "mean_reward" else 55,
-                               f"{name} reached its ceiling: {v.late_end_value:.3f} at step {int(fit.x_last)} "
-                               f"(maximum {v.late_end_value + v.headroom:g}); these tasks have nothing left to teach"
-                               f"{signal_note if name == 'mean_reward' else ''}", rng, ev))
+            top = v.late_end_value + v.headroom
+            out.append(Finding("ceiling", 70,
+                               f"{name} reached its ceiling: {min(v.late_end_value, top):.3f} at step "
+                               f"{int(fit.x_last)} (maximum {top:g}); these tasks have nothing left to teach"
+                               f"{signal_note}", rng, ev))
         elif v.plateau:
             extra = signal_note if name == "mean_reward" else ""
             out.append(Finding("plateau", 90 if name == "mean_reward" else 60,

@@ -170,6 +170,10 @@ def _print_findings(analysis: Any, echo: Callable[[str], None]) -> None:
     findings = getattr(analysis, "findings", None) or []
     if findings:
         echo("what analyze says about the run (most consequential first):")
+    import shutil
+    import textwrap
+
+    width = min(100, shutil.get_terminal_size((80, 24)).columns) - 1
     for f in list(findings)[:5]:
         text = getattr(f, "text", None) or str(f)
-        echo(f"  - {text}")
+        echo(textwrap.fill(str(text), width=width, initial_indent="  - ", subsequent_indent="    "))
