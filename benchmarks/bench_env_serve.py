@@ -169,7 +169,9 @@ async def load_ws(port: int, sessions: int, seconds: float) -> int:
             k = 0
             while time.perf_counter() < stop_at:
                 await ws.send(orjson.dumps({"type": "reset", "data": {"seed": k}}).decode())
-                await ws.recv()
+                first = orjson.loads(await ws.recv())
+                if first["type"] == "error":
+                    raise RuntimeError(first)
                 for g in GUESSES:
                     await ws.send(orjson.dumps({"type": "step", "data": {"message": g}}).decode())
                     reply = orjson.loads(await ws.recv())

@@ -18,6 +18,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import re
+import threading
 from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
 from typing import Any
@@ -31,6 +32,8 @@ ENVS: dict[str, EnvSpec] = {}
 ENTRY_POINT_GROUP = "rolloutlab.envs"
 _ID = re.compile(r"^[a-z0-9][a-z0-9_.\-]*-v\d+$")
 _builtins_loaded = False
+_LOAD_LOCK = threading.RLock()
+_loading = False
 _plugins_loaded = False
 
 
@@ -77,26 +80,45 @@ def register_env(
 
 
 def _load() -> None:
-    """Import the built-in environments, then the entry points (once each)."""
-    global _builtins_loaded, _plugins_loaded
-    if not _builtins_loaded:
-        _builtins_loaded = True
-        importlib.import_module("rolloutlab.envs.builtin")
-    if not _plugins_loaded:
-        _plugins_loaded = True
-        for ep in entry_points(group=ENTRY_POINT_GROUP):
-            try:
-                obj = ep.load()
-            except Exception as e:  # a broken plugin must not hide the built-ins
-                raise RolloutlabError(f"environment plugin {ep.name!r} ({ep.value}) failed to load: {e}") from e
-            if callable(obj) and not isinstance(obj, type):
-                got = obj()
-                for spec in got if isinstance(got, list | tuple) else [got]:
-                    if not isinstance(spec, EnvSpec):
-                        raise RolloutlabError(
-                            f"environment plugin {ep.name!r} returned {type(spec).__name__}, expected EnvSpec"
-                        )
-                    ENVS.setdefault(spec.id, spec)
+    """Import the built-in environments, then the entry points (once each).
+
+    Thread-safe: the flags are set only once loading is complete, under a lock, so a thread
+    arriving meanwhile (an env server's executor creating sessions at once) waits instead of
+    seeing an empty registry."""
+    global _builtins_loaded, _plugins_loaded, _loading
+    if _builtins_loaded and _plugins_loaded:
+        return
+    with _LOAD_LOCK:
+        if _loading:  # re-entered from the import or a plugin, in this thread
+            return
+        _loading = True
+        try:
+            if not _builtins_loaded:
+                importlib.import_module("rolloutlab.envs.builtin")
+                _builtins_loaded = True
+            if not _plugins_loaded:
+                try:
+                    _load_plugins()
+                finally:  # a broken plugin is reported once, then the built-ins work on
+                    _plugins_loaded = True
+        finally:
+            _loading = False
+
+
+def _load_plugins() -> None:
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            obj = ep.load()
+        except Exception as e:  # a broken plugin must not hide the built-ins
+            raise RolloutlabError(f"environment plugin {ep.name!r} ({ep.value}) failed to load: {e}") from e
+        if callable(obj) and not isinstance(obj, type):
+            got = obj()
+            for spec in got if isinstance(got, list | tuple) else [got]:
+                if not isinstance(spec, EnvSpec):
+                    raise RolloutlabError(
+                        f"environment plugin {ep.name!r} returned {type(spec).__name__}, expected EnvSpec"
+                    )
+                ENVS.setdefault(spec.id, spec)
 
 
 def known_envs() -> list[str]:
