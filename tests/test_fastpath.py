@@ -119,6 +119,9 @@ def test_no_extras_and_step_from_file_name(tmp_path: Path, monkeypatch: pytest.M
     b'{"input": "p", "output": "o", "score": 1, "f": 1, "g": 2.5}\n{"input": "p", "output": "o", "score": 1, "g": 1, "f": 2}\n',
     # a blank line (still numbered by the line reader), a nested value, a double in gts
     b'{"input": "p", "output": "o", "score": 1}\n\n{"input": "p", "output": "o", "score": 1}\n',
+    # the same with extras, whose key order is checked line by line, and a line of spaces
+    b'{"input": "p", "output": "o", "score": 1, "a": "x", "b": true}\n\n{"input": "p", "output": "o", "score": 1, "a": "y", "b": false}\n',
+    b'{"input": "p", "output": "o", "score": 1, "a": "x", "b": true}\n  \n{"input": "p", "output": "o", "score": 1, "a": "y", "b": false}\n',
     b'{"input": "p", "output": "o", "score": 1, "gts": {"target": ["a"]}}\n',
     b'{"input": "p", "output": "o", "score": 1, "gts": 0.1}\n',
     # a reward key instead of score, a type change down the file
@@ -146,6 +149,10 @@ GOOD = b'{"input": "p", "output": "o", "score": 1}\n'
     (b'{"input": "p", "output": "o", "score": 1, "step": -3}', "step"),
     (b'{"input": "p", "output": "\\ud800", "score": 1}', "surrogate"),
     (b'{"input": "p", "output": "\xff", "score": 1}', "UTF-8"),
+    # two records on one line: the native reader would read both
+    (GOOD[:-1] + b" " + GOOD[:-1], "invalid JSON"),
+    (b'{"input": "p", "output": "o", "score": 1, "a": "x", "b": 1} {"input": "p", "output": "o", "score": 1, "a": "x", "b": 1}',
+     "invalid JSON"),
 ])
 def test_malformed_lines_keep_located_errors(tmp_path: Path, bad: bytes, what: str) -> None:
     d = tmp_path / "d"
@@ -206,3 +213,18 @@ def test_rows_containing_matches_python_in() -> None:
     assert set(want) <= set(got)  # none missed
     assert [i for i in got if any(n in values[i] for n in needles)] == want
     assert rows_containing(pa.array(values).slice(100), needles) == [i - 100 for i in got if i >= 100]
+
+
+def test_rows_containing_long_values() -> None:
+    """Needles whose first byte is rare (jumped to) or common (searched whole), far apart."""
+    import pyarrow as pa
+
+    from rolloutlab.io._fastpath import rows_containing
+
+    filler = ["word " * 2000, "<b>" * 3000, "line\n" * 1500]
+    values = [filler[i % 3] + ("\nassistant\n" if i % 7 == 0 else "") + ("<tool_" if i % 11 == 0 else "")
+              + filler[(i + 1) % 3] for i in range(60)]
+    needles = ("\nassistant\n", "<tool_")
+    want = [i for i, v in enumerate(values) if any(n in v for n in needles)]
+    got = rows_containing(pa.array(values), needles)
+    assert [i for i in got if any(n in values[i] for n in needles)] == want

@@ -13,7 +13,7 @@ What the reader cannot tell, and how it is made safe:
 - blank lines are skipped but still numbered by the line reader (trajectory ids hold line
   numbers): a file whose row count is not its line count is refused;
 - the order of keys in a record (the line path keeps it in ``extras`` and in
-  ``reward_components``): :func:`keys_in_order` checks it in the raw bytes;
+  ``reward_components``): :func:`lines_hold` checks it in the raw bytes;
 - invalid UTF-8 in a string the reader lets through: the table is validated in full;
 - lone surrogates, ``1e400``, duplicate keys and values that change type
   down the file make the reader fail: refused.  ``NaN`` it accepts, so numbers are
@@ -24,6 +24,7 @@ Only pyarrow is used (a required dependency); polars would parse faster but is n
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -39,14 +40,15 @@ MAX_BYTES = 1 << 30
 
 
 def read_ndjson(path: Path) -> tuple[bytes, pa.Table] | None:
-    """``(raw bytes, table)`` of a JSONL file of objects, one per line and no blank line;
-    None when the reader refuses it or it is not plainly well-formed."""
+    """``(raw bytes, table)`` of a JSONL file of objects; None when the reader refuses it
+    or it is not plainly well-formed.  Whether each row is one line (no blank line, no
+    two objects on a line) the caller checks with :func:`lines_hold`, which walks the
+    lines anyway when it checks the order of keys."""
     if path.stat().st_size > MAX_BYTES:
         return None
     data = read_bytes(path)
     if len(data) > MAX_BYTES or not data.endswith(b"\n") or b"\r" in data:
         return None
-    n_lines = data.count(b"\n")
     # Blocks of a quarter of the file (at least 1 MiB) parse on several threads; a line
     # longer than a block is refused by the reader, so retry with the file as one block.
     for block in (max(1 << 20, len(data) // 4 + 1), len(data) + 1):
@@ -59,8 +61,6 @@ def read_ndjson(path: Path) -> tuple[bytes, pa.Table] | None:
         break
     else:  # pragma: no cover - the second block size holds the whole file
         return None
-    if table.num_rows != n_lines:
-        return None
     try:  # the reader passes invalid UTF-8 inside strings through; the line reader refuses it
         table.validate(full=True)
     except pa.ArrowInvalid:
@@ -68,32 +68,41 @@ def read_ndjson(path: Path) -> tuple[bytes, pa.Table] | None:
     return data, table
 
 
-def keys_in_order(data: bytes, keys: list[str], n_lines: int) -> bool:
-    """Whether every line of ``data`` holds the top-level ``keys`` in this order, each
-    written ``"key":``.  Only for files whose columns are all scalars (no nested object
+def lines_hold(data: bytes, n_rows: int, orders: list[list[str]]) -> bool:
+    """Whether ``data`` (ending with a newline) is exactly ``n_rows`` lines, each holding
+    the top-level keys of every list in ``orders`` in that order, each written ``"key":``.
+
+    The line count tells a blank line (the reader skips it; the line reader numbers it)
+    or two objects on one line (the reader reads both) from a file of one record a line.
+    The order is only checked for files whose columns are all scalars (no nested object
     can hold a key then; inside a string a quote is always escaped, so ``"key":`` there
-    cannot occur), and each key occurs once (the reader refuses duplicates).  Searched
-    backwards from the line's end, last key first: the keys that vary (a dump's extras)
-    usually follow the long texts, so each line is scanned only over its last bytes."""
-    if len(keys) < 2:
-        return True
-    pats = [orjson.dumps(k) + b":" for k in reversed(keys)]
-    if any(b"\\" in p for p in pats):
+    cannot occur), and each key occurs once (the reader refuses duplicates).  Keys are
+    searched backwards from the line's end, last key first: the keys that vary (a dump's
+    extras) usually follow the long texts, so each line is scanned only over its last
+    bytes."""
+    pats = [[orjson.dumps(k) + b":" for k in reversed(keys)] for keys in orders if len(keys) > 1]
+    if not pats:
+        return data.count(b"\n") == n_rows
+    if any(b"\\" in p for ps in pats for p in ps):
         return False
     find, rfind = data.find, data.rfind
     pos = 0
-    for _ in range(n_lines):
+    for _ in range(n_rows):
         end = find(b"\n", pos)
-        p = end
-        for pat in pats:
-            p = rfind(pat, pos, p)
-            if p < 0:
-                return False
+        if end < 0:
+            return False
+        for ps in pats:
+            p = end
+            for pat in ps:
+                p = rfind(pat, pos, p)
+                if p < 0:
+                    return False
         pos = end + 1
-    return True
+    return pos == len(data)
 
 
-_NEEDS_ESCAPE = r'[\x00-\x1f"\\]'
+_NEEDS_ESCAPE = re.compile(rb'[\x00-\x1f"\\]')
+"""The bytes JSON escapes inside a string (in UTF-8, no other byte can be one of them)."""
 
 
 def json_values(col: pa.ChunkedArray | pa.Array) -> pa.Array | None:
@@ -102,7 +111,7 @@ def json_values(col: pa.ChunkedArray | pa.Array) -> pa.Array | None:
     arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
     t = arr.type
     if pa.types.is_string(t):
-        if pc.any(pc.match_substring_regex(arr, _NEEDS_ESCAPE)).as_py():
+        if _NEEDS_ESCAPE.search(_value_bytes(arr)):
             return pa.array([orjson.dumps(s).decode() for s in arr.to_pylist()], pa.string())
         return pc.binary_join_element_wise('"', arr, '"', "")
     if pa.types.is_boolean(t):
@@ -110,6 +119,15 @@ def json_values(col: pa.ChunkedArray | pa.Array) -> pa.Array | None:
     if pa.types.is_int64(t):
         return pc.cast(arr, pa.string())
     return None
+
+
+def _value_bytes(arr: pa.Array) -> memoryview:
+    """The bytes of a string array's values, all together (no copy)."""
+    data = arr.buffers()[2]
+    if data is None or len(arr) == 0:
+        return memoryview(b"")
+    offsets = np.frombuffer(arr.buffers()[1], np.int32, len(arr) + 1, arr.offset * 4)
+    return memoryview(data)[int(offsets[0]):int(offsets[-1])]
 
 
 def json_objects(names: list[str], values: list[pa.Array], n: int) -> pa.Array:
@@ -180,12 +198,36 @@ def rows_containing(col: pa.ChunkedArray | pa.Array, needles: tuple[str, ...]) -
         raise TypeError(f"expected a non-empty string column, got {arr.type}")
     offsets = np.frombuffer(arr.buffers()[1], np.int32, len(arr) + 1, arr.offset * 4)
     data = arr.buffers()[2].to_pybytes()
+    lo, hi = int(offsets[0]), int(offsets[-1])
     hits: set[int] = set()
     for needle in needles:
         pat = needle.encode()
-        p = data.find(pat, int(offsets[0]), int(offsets[-1]))
+        p = _find(data, pat, lo, hi)
         while p >= 0:
             row = int(np.searchsorted(offsets, p, side="right")) - 1
             hits.add(row)
-            p = data.find(pat, int(offsets[row + 1]), int(offsets[-1]))
+            p = _find(data, pat, int(offsets[row + 1]), hi)
     return sorted(hits)
+
+
+_SPARSE = 4096
+"""Bytes per occurrence of a needle's first byte below which :func:`_find` jumps between
+those bytes instead of searching for the whole needle."""
+
+
+def _find(data: bytes, pat: bytes, start: int, end: int) -> int:
+    """``data.find(pat, start, end)``, faster when ``pat``'s first byte is rare in the
+    data (a newline in one-line answers, ``<`` in prose): ``bytes.find`` of a needle skips
+    ahead by a filter of the needle's bytes that common letters defeat, while a single
+    byte is found with ``memchr``.  Falls back to the plain search as soon as the first
+    byte turns out to be common."""
+    first = pat[:1]
+    p, misses = start, 0
+    while True:
+        p = data.find(first, p, end)
+        if p < 0 or data.startswith(pat, p):
+            return p if p < 0 or p + len(pat) <= end else -1
+        misses += 1
+        if misses * _SPARSE > p - start:
+            return data.find(pat, p, end)
+        p += 1

@@ -133,11 +133,11 @@ def _ingest_locked(st: Store, sources: Sequence[str | Path], *, name: str | None
         try:
             for src, src_name, src_labels in plan:
                 with _expanded(src, format=format, mapping=mapping) as ones:
-                    for one, key in ones:
+                    for one, key, detected in ones:
                         report.sources.append(
                             _ingest_source(one, st, manifest, staging, name=src_name, labels=src_labels,
                                            format=format, mapping=mapping, split=split, on_error=on_error,
-                                           progress=progress, jobs=jobs, source_key=key)
+                                           progress=progress, jobs=jobs, source_key=key, detected=detected)
                         )
             _check_duplicate_steps(manifest)
             for rid, entry in manifest["runs"].items():
@@ -153,15 +153,16 @@ def _ingest_locked(st: Store, sources: Sequence[str | Path], *, name: str | None
 
 @contextlib.contextmanager
 def _expanded(src: Path, *, format: str | None,
-              mapping: dict[str, str] | None) -> Iterator[list[tuple[Path, str | None]]]:
+              mapping: dict[str, str] | None) -> Iterator[list[tuple[Path, str | None, Importer | None]]]:
     """The sources ``src`` stands for, each with the key that identifies it in the
     manifest (None: its own path).  A folder of runs (one per sub-folder, as its importer
     lists them) is one source per run.  An archive no importer reads as it is is unpacked
     here (into a temporary folder, removed on exit) and keyed by the archive's path, so
     that ingesting it again finds the same runs; an archive of a folder of runs is one
-    source per run, keyed ``{archive}::{sub-folder}``."""
+    source per run, keyed ``{archive}::{sub-folder}``.  With each, the importer already
+    detected for it (None: to be detected), so that a folder is scanned once, not twice."""
     if mapping:
-        yield [(src, None)]
+        yield [(src, None, None)]
         return
     tmp_root: Path | None = None
     key: str | None = None
@@ -174,13 +175,17 @@ def _expanded(src: Path, *, format: str | None,
             key = str(src.resolve())
     try:
         subs: list[Path] = []
+        detected: Importer | None = None
         if root.is_dir():
             with importer_boundary(None, root):
-                importer = detect_format(root, format=format, quiet=True)
+                try:  # the importer _ingest_source would choose for root itself
+                    importer = detected = detect_format(root, format=format)
+                except RolloutlabError:  # none or two alike: root may still be a folder of runs
+                    importer = detect_format(root, format=format, quiet=True)
             if importer is not None:
                 with importer_boundary(importer, root):
                     subs = importer.sub_runs(root)
-        yield [(s, f"{key}::{s.name}" if key else None) for s in subs] if subs else [(root, key)]
+        yield [(s, f"{key}::{s.name}" if key else None, None) for s in subs] if subs else [(root, key, detected)]
     finally:
         if tmp_root is not None:
             remove_tree(tmp_root)
@@ -201,6 +206,7 @@ def _ingest_source(
     progress: ProgressFn | None,
     jobs: int | None,
     source_key: str | None = None,
+    detected: Importer | None = None,
 ) -> SourceReport:
     if not src.exists():
         raise InputError("no such file or folder", path=src)
@@ -212,8 +218,10 @@ def _ingest_source(
         if probe is None:
             tmp_root, src = extract_archive(src)
     try:
-        with importer_boundary(None, src):
-            importer = detect_format(src, format=format, mapping=mapping, split=split)
+        importer = detected
+        if importer is None:
+            with importer_boundary(None, src):
+                importer = detect_format(src, format=format, mapping=mapping, split=split)
         assert importer is not None
         with importer_boundary(importer, src):
             info = _checked_info(importer.run_info(src), src)

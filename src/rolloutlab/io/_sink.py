@@ -520,8 +520,10 @@ class PartSink:
         if w is None:
             path = self.out_dir / table / f"{self.stem}.parquet"
             # lz4: half the cost of zstd at ingest (benchmarks/bench_ingest.py); statistics
-            # only where queries filter (min/max of long texts cost time and help nothing).
-            opts: dict[str, Any] = {"compression": "lz4", "write_statistics": _STATS[table]}
+            # and dictionaries only where they pay: min/max of long texts help no query, and
+            # trying a dictionary on them costs about a tenth of the texts' writing time.
+            opts: dict[str, Any] = {"compression": "lz4", "write_statistics": _STATS[table],
+                                    "use_dictionary": _DICT[table]}
             try:  # the folder exists but for the first part (a mkdir per file is slow on some file systems)
                 w = pq.ParquetWriter(path, self._schemas[table], **opts)
             except FileNotFoundError:
@@ -585,6 +587,12 @@ _STATS: dict[str, bool | list[str]] = {
     "turns": True,
     "metrics": True,
     "texts": ["run_id", "split", "step", "traj_id", "turn_idx"],
+}
+_DICT: dict[str, bool | list[str]] = {
+    "trajectories": True,
+    "turns": True,
+    "metrics": True,
+    "texts": ["run_id", "split", "step", "turn_idx"],
 }
 _POOL: ThreadPoolExecutor | None = None
 

@@ -8,10 +8,11 @@ compute over whole columns; only outputs that may hold several turns or Hermes t
 calls (a substring test) go through :func:`split_turns` in Python.
 
 Refused (False, nothing written), so that the line reader reads the file and names the
-line at fault: anything :func:`read_ndjson` refuses; a column with nulls (missing and
-null cannot be told apart); ``input``/``output`` not text, ``score`` not a number or not
-finite, ``step`` not a whole number >= 0; extras that are not text, booleans or whole
-numbers (nested values, or doubles in ``gts``); records whose keys are not in one order;
+line at fault: anything :func:`read_ndjson` refuses; rows that are not the file's lines
+(blank lines, two records on a line); a column with nulls (missing and null cannot be
+told apart); ``input``/``output`` not text, ``score`` not a number or not finite,
+``step`` not a whole number >= 0; extras that are not text, booleans or whole numbers
+(nested values, or doubles in ``gts``); records whose keys are not in one order;
 ``acc``/``data_source`` of other types than the line path maps the same way.
 """
 
@@ -28,7 +29,7 @@ import pyarrow.compute as pc
 from rolloutlab.io._fastpath import (
     json_objects,
     json_values,
-    keys_in_order,
+    lines_hold,
     rank_in_group,
     read_ndjson,
     rows_containing,
@@ -92,7 +93,7 @@ def read_dump_native(path: Path, file_step: int, split: str, sink: PartSink) -> 
             return False
         extra_names.append(c)
         extra_vals.append(text)
-    if not (keys_in_order(data, comp_names, n) and keys_in_order(data, extra_names, n)):
+    if not lines_hold(data, n, [comp_names, extra_names]):
         return False
 
     success = _success(table.column("acc").combine_chunks() if "acc" in names else None, n)
@@ -107,6 +108,7 @@ def read_dump_native(path: Path, file_step: int, split: str, sink: PartSink) -> 
                for p in enc.dictionary.to_pylist()]
     codes = enc.indices.to_numpy(zero_copy_only=False)
     task_id = pa.array(digests, pa.string()).take(enc.indices)
+    prompt_chars = pc.utf8_length(enc.dictionary).cast(pa.int64()).take(enc.indices)  # each distinct input once
     step_str = pc.cast(steps, pa.string())
     group_id = pc.binary_join_element_wise(step_str, task_id, ":")
     sample_idx = pa.array(rank_in_group(steps_np, codes))
@@ -155,7 +157,7 @@ def read_dump_native(path: Path, file_step: int, split: str, sink: PartSink) -> 
     traj = pa.Table.from_arrays([
         run, splits, steps, group_id, sample_idx, traj_id, task_id, data_source, nulls_s, reward,
         comps, success, pa.array(np.ones(n, bool)), nulls_s, pa.array(num_turns), nulls_i, nulls_i,
-        pa.array(tool_calls), pa.array(invalid, pa.int64()), pc.utf8_length(inp).cast(pa.int64()).combine_chunks(),
+        pa.array(tool_calls), pa.array(invalid, pa.int64()), prompt_chars,
         pc.utf8_length(out).cast(pa.int64()).combine_chunks(),
     ], schema=TRAJECTORIES)
 
