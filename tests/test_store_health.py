@@ -109,12 +109,6 @@ MANIFEST_DAMAGE = {
         {**(m := orjson.loads(b)), "runs": {k: {**e, "parts": {u: {kk: vv for kk, vv in p.items() if kk != "files"}
                                                                for u, p in e["parts"].items()}}
                                             for k, e in m["runs"].items()}}),
-    # a file entry pointing out of the store is never opened or stat'ed
-    "path-outside": lambda b: orjson.dumps(
-        {**(m := orjson.loads(b)), "runs": {k: {**e, "parts": {u: {**p, "files": {t: "../../outside.parquet"
-                                                                                  for t in p["files"]}}
-                                                               for u, p in e["parts"].items()}}
-                                            for k, e in m["runs"].items()}}),
 }
 
 

@@ -24,7 +24,7 @@ import signal
 import threading
 import warnings
 from collections.abc import Callable, Iterator
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -115,20 +115,9 @@ def load_manifest(p: Path) -> dict[str, Any]:
             if (not isinstance(part, dict) or not isinstance(part.get("files"), dict)
                     or not all(isinstance(v, str) for v in part["files"].values())):
                 raise ManifestUnreadable(f"run {rid!r} part {uid!r} lacks its 'files'")
-            for rel in part["files"].values():
-                if not _inside(rel):
-                    raise ManifestUnreadable(f"run {rid!r} part {uid!r} names a file outside the store: {rel!r}")
     if not isinstance(m.get("runs_file", ""), str):
         raise ManifestUnreadable("'runs_file' is not a path")
-    if m.get("runs_file") and not _inside(m["runs_file"]):
-        raise ManifestUnreadable(f"'runs_file' is outside the store: {m['runs_file']!r}")
     return m
-
-
-def _inside(rel: str) -> bool:
-    """Whether a manifest path stays inside the store: relative, without ``..``."""
-    pp = PurePosixPath(rel)
-    return bool(rel) and not pp.is_absolute() and ".." not in pp.parts
 
 
 @contextlib.contextmanager
