@@ -170,3 +170,27 @@ def test_every_read_command_names_the_damage(store: Path, kind: str, tmp_path: P
         assert code in (0, 1), argv
         lines = [ln for ln in err.splitlines() if str(bad) in ln]
         assert lines and "check-store --repair" in lines[0], (argv, err)
+
+
+def test_a_manifest_path_outside_the_store_is_refused_before_any_stat(store: Path, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ingest and queries refuse a listed file outside the store by name; the outside
+    path is never stat'ed (a manifest must not make rolloutlab probe the machine)."""
+    m = orjson.loads((store / "_manifest.json").read_bytes())
+    for entry in m["runs"].values():
+        for part in entry["parts"].values():
+            part["files"] = {t: "../../outside.parquet" for t in part["files"]}
+    (store / "_manifest.json").write_bytes(orjson.dumps(m))
+    statted: list[str] = []
+    real_stat = Path.stat
+
+    def spy(self: Path, *a: object, **k: object) -> object:
+        statted.append(str(self))
+        return real_stat(self, *a, **k)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "stat", spy)
+    with pytest.raises(RolloutlabError, match="outside the store"):
+        _reingest(store)
+    with pytest.raises(RolloutlabError, match="outside the store"):
+        open_store(store).sql("SELECT count(*) FROM trajectories")
+    assert not any("outside.parquet" in s for s in statted)

@@ -24,7 +24,7 @@ import signal
 import threading
 import warnings
 from collections.abc import Callable, Iterator
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -70,8 +70,9 @@ def store_file(root: Path, rel: str) -> Path:
     resolves outside the store (``../x``, an absolute path, a link out): a manifest is
     data, and must not make a reader open other files of the machine."""
     p = root / rel
-    base = root.resolve()
-    if not p.resolve().is_relative_to(base):
+    pp = PurePosixPath(rel)
+    # lexically first (``..``, absolute): such a path is never resolved, which stats it
+    if not rel or pp.is_absolute() or ".." in pp.parts or not p.resolve().is_relative_to(root.resolve()):
         raise RolloutlabError(f"{root / MANIFEST}: the listed file {rel!r} resolves outside the store {root}; "
                               "refusing to read it (was the manifest edited by hand?)")
     return p
@@ -79,11 +80,12 @@ def store_file(root: Path, rel: str) -> Path:
 
 def damaged_files(root: Path, part: dict[str, Any]) -> list[Path]:
     """The files of a committed part that are missing or not the size recorded (the
-    cheap check ingest makes before skipping a part; ``check-store`` reads footers too)."""
+    cheap check ingest makes before skipping a part; ``check-store`` reads footers too).
+    A listed path outside the store is refused (:func:`store_file`), never stat'ed."""
     sizes = part.get("sizes") or {}
     out = []
     for table, rel in part["files"].items():
-        p = root / rel
+        p = store_file(root, rel)
         try:
             size = p.stat().st_size
         except OSError:
