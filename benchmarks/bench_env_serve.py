@@ -10,7 +10,9 @@ episode ends and then resetting, for ``--seconds``):
 3. ``openenv-core``'s server (``create_app``) hosting the same environment through an
    ``openenv`` ``Environment`` wrapper, same WebSocket client as (2).
 
-Prints steps/s (a step = one ``step`` call; resets not counted) and the ratios.
+Prints steps/s (a step = one ``step`` call; resets not counted) and the ratios.  A server
+that stops answering (no reply within 10 s: openenv-core's did at 16 concurrent sessions
+here) is reported as hung, and both servers are then measured at 4 sessions instead.
 Targets (issue 8): (1) ≥ 1,000 steps/s, goal 2,000; (2) faster than (3).
 
 Usage: ``python benchmarks/bench_env_serve.py [--sessions 16 --seconds 5]``
@@ -157,8 +159,24 @@ async def load_http(port: int, sessions: int, seconds: float) -> int:
     return steps
 
 
+RECV_TIMEOUT = 10.0  # seconds without a reply before a server counts as hung
+
+
+class Hung(Exception):
+    """A server stopped answering a session (no reply within RECV_TIMEOUT)."""
+
+
 async def load_ws(port: int, sessions: int, seconds: float) -> int:
     from websockets.asyncio.client import connect
+
+    async def recv(ws: object) -> dict:
+        try:
+            reply: dict = orjson.loads(await asyncio.wait_for(ws.recv(), RECV_TIMEOUT))  # type: ignore[attr-defined]
+        except TimeoutError:
+            raise Hung(f"no reply within {RECV_TIMEOUT:g} s") from None
+        if reply["type"] == "error":
+            raise RuntimeError(reply)
+        return reply
 
     steps = 0
     stop_at = time.perf_counter() + seconds
@@ -169,14 +187,10 @@ async def load_ws(port: int, sessions: int, seconds: float) -> int:
             k = 0
             while time.perf_counter() < stop_at:
                 await ws.send(orjson.dumps({"type": "reset", "data": {"seed": k}}).decode())
-                first = orjson.loads(await ws.recv())
-                if first["type"] == "error":
-                    raise RuntimeError(first)
+                await recv(ws)
                 for g in GUESSES:
                     await ws.send(orjson.dumps({"type": "step", "data": {"message": g}}).decode())
-                    reply = orjson.loads(await ws.recv())
-                    if reply["type"] == "error":
-                        raise RuntimeError(reply)
+                    reply = await recv(ws)
                     steps += 1
                     if reply["data"]["done"]:
                         break
@@ -187,7 +201,8 @@ async def load_ws(port: int, sessions: int, seconds: float) -> int:
     return steps
 
 
-def measure(argv: list[str], port: int, loader: str, sessions: int, seconds: float) -> float:
+def measure(argv: list[str], port: int, loader: str, sessions: int, seconds: float) -> float | None:
+    """Steps per second under the load; None when the server hung (stopped answering)."""
     proc = start(argv, port)
     try:
         fn = load_http if loader == "http" else load_ws
@@ -195,6 +210,9 @@ def measure(argv: list[str], port: int, loader: str, sessions: int, seconds: flo
         t = time.perf_counter()
         n = asyncio.run(fn(port, sessions, seconds))
         return n / (time.perf_counter() - t)
+    except Hung as e:
+        print(f"  (server hung at {sessions} sessions: {e})", flush=True)
+        return None
     finally:
         stop(proc)
 
@@ -210,16 +228,35 @@ def main() -> None:
     print(f"  rolloutlab env serve (HTTP): {ours:.0f} steps/s", flush=True)
     ours_ws = measure([*cli, "--openenv", "--port", str(p2)], p2, "ws", args.sessions, args.seconds)
     print(f"  rolloutlab env serve --openenv (ws): {ours_ws:.0f} steps/s", flush=True)
+    fewer, ours_few = 4, None
     with tempfile.TemporaryDirectory() as d:
         app = Path(d) / "openenv_app.py"
         app.write_text(OPENENV_APP)
         theirs = measure([str(app), str(p3)], p3, "ws", args.sessions, args.seconds)
+        hung = theirs is None
+        if hung:  # measured where it answers, against ours under the same load
+            p3, p4 = free_port(), free_port()
+            theirs = measure([str(app), str(p3)], p3, "ws", fewer, args.seconds)
+            ours_few = measure([*cli, "--openenv", "--port", str(p4)], p4, "ws", fewer, args.seconds)
     print(f"guess-number-v0, {args.sessions} concurrent sessions, {args.seconds:g} s each, cores: {os.cpu_count()}")
-    print(f"  rolloutlab env serve (HTTP)        {ours:8.0f} steps/s   target ≥ 1000, goal 2000")
-    print(f"  rolloutlab env serve --openenv (ws) {ours_ws:7.0f} steps/s")
-    print(f"  openenv-core server (ws)           {theirs:8.0f} steps/s")
-    print(f"  ratio ours (ws) / openenv-core     {ours_ws / theirs:8.2f}x   (goal > 1)")
-    print(f"  ratio ours (HTTP) / openenv-core   {ours / theirs:8.2f}x")
+    print(f"  rolloutlab env serve (HTTP)        {fmt(ours)} steps/s   target ≥ 1000, goal 2000")
+    print(f"  rolloutlab env serve --openenv (ws) {fmt(ours_ws)} steps/s")
+    if not hung:
+        print(f"  openenv-core server (ws)           {fmt(theirs)} steps/s")
+        print(f"  ratio ours (ws) / openenv-core     {ratio(ours_ws, theirs)}   (goal > 1)")
+        print(f"  ratio ours (HTTP) / openenv-core   {ratio(ours, theirs)}")
+    else:
+        print(f"  openenv-core server (ws)           hung at {args.sessions} sessions (no reply in {RECV_TIMEOUT:g} s)")
+        print(f"  at {fewer} sessions: ours (ws) {fmt(ours_few)}, openenv-core {fmt(theirs)} steps/s, "
+              f"ratio {ratio(ours_few, theirs)}   (goal > 1)")
+
+
+def fmt(x: float | None) -> str:
+    return "    hung" if x is None else f"{x:8.0f}"
+
+
+def ratio(a: float | None, b: float | None) -> str:
+    return "     n/a" if a is None or b is None else f"{a / b:7.2f}x"
 
 
 if __name__ == "__main__":
