@@ -12,10 +12,12 @@ episode ends and then resetting, for ``--seconds``):
 
 Prints steps/s (a step = one ``step`` call; resets not counted) and the ratios.  A server
 that stops answering (no reply within 10 s: openenv-core's did at 16 concurrent sessions
-here) is reported as hung, and both servers are then measured at 4 sessions instead.
+here) is reported as hung and restarted.  Each server is loaded with ``--sessions`` and with
+4 sessions; the servers stay up for the whole run and are loaded in turn, round after round
+(``--rounds``), so a change in the machine's load hits each alike; figures are medians.
 Targets (issue 8): (1) ≥ 1,000 steps/s, goal 2,000; (2) faster than (3).
 
-Usage: ``python benchmarks/bench_env_serve.py [--sessions 16 --seconds 5]``
+Usage: ``python benchmarks/bench_env_serve.py [--sessions 16 --seconds 3 --rounds 3]``
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import argparse
 import asyncio
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -159,6 +162,7 @@ async def load_http(port: int, sessions: int, seconds: float) -> int:
     return steps
 
 
+FEWER = 4  # the second, lighter load every server gets
 RECV_TIMEOUT = 10.0  # seconds without a reply before a server counts as hung
 
 
@@ -183,7 +187,7 @@ async def load_ws(port: int, sessions: int, seconds: float) -> int:
 
     async def one(i: int) -> None:
         nonlocal steps
-        async with connect(f"ws://127.0.0.1:{port}/ws", open_timeout=60, ping_interval=None) as ws:
+        async with connect(f"ws://127.0.0.1:{port}/ws", open_timeout=RECV_TIMEOUT, ping_interval=None) as ws:
             k = 0
             while time.perf_counter() < stop_at:
                 await ws.send(orjson.dumps({"type": "reset", "data": {"seed": k}}).decode())
@@ -201,62 +205,67 @@ async def load_ws(port: int, sessions: int, seconds: float) -> int:
     return steps
 
 
-def measure(argv: list[str], port: int, loader: str, sessions: int, seconds: float) -> float | None:
-    """Steps per second under the load; None when the server hung (stopped answering)."""
-    proc = start(argv, port)
+def rate(port: int, loader: str, sessions: int, seconds: float) -> float | None:
+    """Steps per second of one load against a running server; None when it hung."""
+    fn = load_http if loader == "http" else load_ws
+    t = time.perf_counter()
     try:
-        fn = load_http if loader == "http" else load_ws
-        asyncio.run(fn(port, sessions, min(1.0, seconds)))  # warm-up
-        t = time.perf_counter()
         n = asyncio.run(fn(port, sessions, seconds))
-        return n / (time.perf_counter() - t)
-    except Hung as e:
-        print(f"  (server hung at {sessions} sessions: {e})", flush=True)
+    except (Hung, TimeoutError) as e:
+        print(f"  (server on port {port} hung at {sessions} sessions: {e})", flush=True)
         return None
-    finally:
-        stop(proc)
+    return n / (time.perf_counter() - t)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sessions", type=int, default=16)
-    ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     cli = ["-m", "rolloutlab", "env", "serve", "guess-number-v0", "--max-sessions", "4096"]
-    p1, p2, p3 = free_port(), free_port(), free_port()
-    ours = measure([*cli, "--port", str(p1)], p1, "http", args.sessions, args.seconds)
-    print(f"  rolloutlab env serve (HTTP): {ours:.0f} steps/s", flush=True)
-    ours_ws = measure([*cli, "--openenv", "--port", str(p2)], p2, "ws", args.sessions, args.seconds)
-    print(f"  rolloutlab env serve --openenv (ws): {ours_ws:.0f} steps/s", flush=True)
-    fewer, ours_few = 4, None
+    loads = sorted({args.sessions, FEWER}, reverse=True)
     with tempfile.TemporaryDirectory() as d:
         app = Path(d) / "openenv_app.py"
         app.write_text(OPENENV_APP)
-        theirs = measure([str(app), str(p3)], p3, "ws", args.sessions, args.seconds)
-        hung = theirs is None
-        if hung:  # measured where it answers, against ours under the same load
-            p3, p4 = free_port(), free_port()
-            theirs = measure([str(app), str(p3)], p3, "ws", fewer, args.seconds)
-            ours_few = measure([*cli, "--openenv", "--port", str(p4)], p4, "ws", fewer, args.seconds)
-    print(f"guess-number-v0, {args.sessions} concurrent sessions, {args.seconds:g} s each, cores: {os.cpu_count()}")
-    print(f"  rolloutlab env serve (HTTP)        {fmt(ours)} steps/s   target ≥ 1000, goal 2000")
-    print(f"  rolloutlab env serve --openenv (ws) {fmt(ours_ws)} steps/s")
-    if not hung:
-        print(f"  openenv-core server (ws)           {fmt(theirs)} steps/s")
-        print(f"  ratio ours (ws) / openenv-core     {ratio(ours_ws, theirs)}   (goal > 1)")
-        print(f"  ratio ours (HTTP) / openenv-core   {ratio(ours, theirs)}")
-    else:
-        print(f"  openenv-core server (ws)           hung at {args.sessions} sessions (no reply in {RECV_TIMEOUT:g} s)")
-        print(f"  at {fewer} sessions: ours (ws) {fmt(ours_few)}, openenv-core {fmt(theirs)} steps/s, "
-              f"ratio {ratio(ours_few, theirs)}   (goal > 1)")
+        servers = {"http": [*cli, "--port"], "ws": [*cli, "--openenv", "--port"], "peer": [str(app)]}
+        loader = {"http": "http", "ws": "ws", "peer": "ws"}
+        ports = {name: free_port() for name in servers}
+        procs = {name: start([*a, str(ports[name])], ports[name]) for name, a in servers.items()}
+        got: dict[tuple[str, int], list[float | None]] = {(n, k): [] for n in servers for k in loads}
+        try:
+            for name in servers:  # warm-up
+                rate(ports[name], loader[name], FEWER, 1.0)
+            for _ in range(args.rounds):  # interleaved, so that a change in the machine's load hits all
+                for k in loads:
+                    for name in servers:
+                        r = rate(ports[name], loader[name], k, args.seconds)
+                        got[name, k].append(r)
+                        if r is None:  # a hung server may stay stuck: a fresh one for the next load
+                            stop(procs[name])
+                            ports[name] = free_port()
+                            procs[name] = start([*servers[name], str(ports[name])], ports[name])
+        finally:
+            for proc in procs.values():
+                stop(proc)
+    # a load that hung in any round is reported as hung
+    med = {key: None if any(v is None for v in vals) else statistics.median(vals)  # type: ignore[type-var]
+           for key, vals in got.items()}
+    print(f"guess-number-v0, steps/s, median of {args.rounds} interleaved rounds of {args.seconds:g} s, "
+          f"cores: {os.cpu_count()}; 'hung': no reply within {RECV_TIMEOUT:g} s in some round")
+    print(f"  {'sessions':>8}  {'ours HTTP':>9}  {'ours ws':>9}  {'openenv-core':>12}  {'ws / openenv':>12}")
+    for k in loads:
+        print(f"  {k:>8}  {fmt(med['http', k]):>9}  {fmt(med['ws', k]):>9}  {fmt(med['peer', k]):>12}  "
+              f"{ratio(med['ws', k], med['peer', k]):>12}")
+    print("  targets: ours HTTP ≥ 1000 (goal 2000); ours ws faster than openenv-core (ratio > 1)")
 
 
 def fmt(x: float | None) -> str:
-    return "    hung" if x is None else f"{x:8.0f}"
+    return "hung" if x is None else f"{x:,.0f}"
 
 
 def ratio(a: float | None, b: float | None) -> str:
-    return "     n/a" if a is None or b is None else f"{a / b:7.2f}x"
+    return "n/a" if a is None or b is None else f"{a / b:.2f}×"
 
 
 if __name__ == "__main__":

@@ -218,7 +218,8 @@ def add_openenv_routes(app: FastAPI, pool: SessionPool) -> None:
                         except ValueError as e:
                             await websocket.send_bytes(err(str(e), "VALIDATION_ERROR"))
                             continue
-                        r = await asyncio.wait_for(session.env.step(action), 60.0)
+                        async with asyncio.timeout(60.0):  # a timer, not a task per step as wait_for
+                            r = await session.env.step(action)
                         session.steps += 1
                         reply = {"type": "observation", "data": openenv_observation(r)}
                     elif kind == "state":

@@ -228,7 +228,8 @@ def build_app(
             return _error(422, f"seed must be an integer or null, got {seed!r}")
         async with s.lock:
             try:
-                obs = await asyncio.wait_for(s.env.reset(task=task, seed=seed), step_timeout_s)
+                async with asyncio.timeout(step_timeout_s):  # a timer, not a task per call as wait_for
+                    obs = await s.env.reset(task=task, seed=seed)
             except TimeoutError:
                 return _error(504, f"session {sid}: reset took longer than {step_timeout_s:g} s")
             except (KeyError, ValueError, IndexError) as e:
@@ -264,7 +265,8 @@ def build_app(
             if s.ended:
                 return _error(409, f"session {sid}: the episode ended; reset to start another")
             try:
-                r = await asyncio.wait_for(s.env.step(action), step_timeout_s)
+                async with asyncio.timeout(step_timeout_s):
+                    r = await s.env.step(action)
             except TimeoutError:
                 return _error(504, f"session {sid}: step took longer than {step_timeout_s:g} s")
             except Exception as e:
