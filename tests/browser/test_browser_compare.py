@@ -144,6 +144,7 @@ def test_scalar_panel_search_open_smooth_logy_and_x(server: tuple[str, str], wat
     page.wait_for_function("() => { const f = Array.from(document.querySelectorAll('figure.scalar'))"
                            ".find(e => e.dataset.name === 'loss/value'); return f && f.dataset.drawn === '1' && "
                            "f.querySelector('.scalar-plot').data.length === 1; }")
+    page.evaluate("window.scrollTo(0, 0)")
     page.screenshot(path=SHOTS / "scalars-dashboard.png", full_page=True)
     assert_nothing_injected(page)
     w.assert_clean()
@@ -160,12 +161,12 @@ def test_scalar_panel_overlays_the_compared_runs(server: tuple[str, str], watche
     t = traces(page, "loss/policy")
     assert len(t) == 4  # raw and smoothed for each run
     assert t[2]["y"] == [2.0, 1.0, 0.5, 0.25] and t[3]["name"] == HOSTILE_RUN_NAME.replace("<", "&lt;").replace(">", "&gt;")
-    legend = page.evaluate("Array.from(document.querySelectorAll('figure.scalar .legendtext')).map(e => e.textContent)")
-    assert HOSTILE_RUN_NAME in legend
+    keys = page.evaluate("Array.from(document.querySelectorAll('#scalars .run-key')).map(e => e.textContent.trim())")
+    assert keys == [A, HOSTILE_RUN_NAME]  # the panel's one legend, the payload as text
     notes = page.inner_text("#scalars .scalar-notes")
     assert f"{HOSTILE_RUN_NAME} — wall time: not available" in notes
     assert page.evaluate("document.querySelector(\"#scalars .scalar-x option[value='time']\").disabled") is False
-    page.locator("#scalars").scroll_into_view_if_needed()
+    page.evaluate("window.scrollTo(0, 0)")  # sticky table headers land mid-page in a scrolled full-page shot
     page.screenshot(path=SHOTS / "compare-scalars.png", full_page=True)
     assert_nothing_injected(page)
     w.assert_clean()

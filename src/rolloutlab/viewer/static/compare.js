@@ -41,7 +41,8 @@
               line: {color: COLORS[i % COLORS.length], width: 1.6}, marker: {size: 5}};
     });
     window.Plotly.newPlot(div, traces, {
-      height: 300, margin: {l: 52, r: 10, t: 10, b: 40}, showlegend: true, legend: {orientation: "h", y: -0.2},
+      height: 300, margin: {l: 52, r: 10, t: 28, b: 40}, showlegend: true,
+      legend: {orientation: "h", x: 0, y: 1, yanchor: "bottom"},
       xaxis: {title: {text: "step"}}, yaxis: {automargin: true}
     }, {displaylogo: false, responsive: true, modeBarButtonsToRemove: ["sendDataToCloud"]});
     div.on("plotly_click", function (ev) {

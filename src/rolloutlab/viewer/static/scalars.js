@@ -78,8 +78,8 @@
       return out;
     };
     var layout = function () {
-      return {height: 230, margin: {l: 52, r: 10, t: 8, b: 36}, showlegend: runs.length > 1,
-              legend: {orientation: "h", y: -0.25}, xaxis: {title: {text: X_TITLE[xSel.value]}, automargin: true},
+      // One legend for the panel (above the groups), none per chart: a chart keeps its height.
+      return {height: 230, margin: {l: 52, r: 10, t: 8, b: 36}, showlegend: false, xaxis: {title: {text: X_TITLE[xSel.value]}, automargin: true},
               yaxis: {type: logy.checked ? "log" : "linear", automargin: true}};
     };
     var draw = function (c, onlyIfVisible) {
@@ -135,19 +135,26 @@
       groups = [];
       idx.runs.forEach(function (r) { runNames[r.run] = r.name; });
       // Which x axes the runs have: an axis no run has is disabled, and the notes say why.
-      var why = [];
       Array.prototype.forEach.call(xSel.options, function (opt) {
         var have = idx.runs.filter(function (r) { return r.axes[opt.value].available; });
         opt.disabled = have.length === 0;
-        idx.runs.forEach(function (r) {
-          var a = r.axes[opt.value];
-          if (opt.value !== "step") {
-            why.push(r.name + " — " + X_NAME[opt.value] + ": " + (a.available ? a.source : "not available (" + a.source + ")"));
-          }
-        });
+        opt.title = have.length ? "" : "no run has this axis";
       });
       if (xSel.selectedOptions[0] && xSel.selectedOptions[0].disabled) { xSel.value = "step"; }
-      notes.textContent = why.join(" · ");
+      notes.textContent = "";
+      idx.runs.forEach(function (r, i) {
+        if (idx.runs.length > 1) {
+          var key = el("span", "run-key");
+          key.appendChild(el("span", "swatch swatch-" + (i % COLORS.length)));
+          key.appendChild(document.createTextNode(" " + r.name));
+          notes.appendChild(key);
+        }
+        var line = el("span", "axis-note", (idx.runs.length > 1 ? "" : r.name + " — ") + ["time", "tokens"].map(function (k) {
+          var a = r.axes[k];
+          return X_NAME[k] + ": " + (a.available ? a.source : "not available (" + a.source + ")");
+        }).join(" · "));
+        notes.appendChild(line);
+      });
       if (idx.splits.length > 1) {
         splitBox.hidden = false;
         splitSel.textContent = "";
