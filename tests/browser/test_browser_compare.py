@@ -164,7 +164,7 @@ def test_scalar_panel_overlays_the_compared_runs(server: tuple[str, str], watche
     keys = page.evaluate("Array.from(document.querySelectorAll('#scalars .run-key')).map(e => e.textContent.trim())")
     assert keys == [A, HOSTILE_RUN_NAME]  # the panel's one legend, the payload as text
     notes = page.inner_text("#scalars .scalar-notes")
-    assert f"{HOSTILE_RUN_NAME} — wall time: not available" in notes
+    assert f"{HOSTILE_RUN_NAME}\nwall time: not available" in notes
     assert page.evaluate("document.querySelector(\"#scalars .scalar-x option[value='time']\").disabled") is False
     page.evaluate("window.scrollTo(0, 0)")  # sticky table headers land mid-page in a scrolled full-page shot
     page.screenshot(path=SHOTS / "compare-scalars.png", full_page=True)

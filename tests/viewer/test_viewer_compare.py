@@ -170,7 +170,7 @@ def test_bad_scalar_requests_say_what_is_allowed(client: TestClient, query: list
 def test_dashboard_carries_the_scalar_panel(client: TestClient) -> None:
     r = client.get(f"/runs/{A}")
     assert r.status_code == 200
-    assert """<section class="scalars" id="scalars" data-runs='["arm-a"]'>""" in r.text
+    assert """<section class="scalars" id="scalars" data-runs='["arm-a"]' data-plotly="yes">""" in r.text
     assert '<script src="/static/scalars.js"></script>' in r.text
     assert_escaped(r.text)
     only = client.get(f"/runs/{METRICS_ONLY}")  # no trajectories: the panel is all there is

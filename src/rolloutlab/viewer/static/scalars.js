@@ -1,7 +1,8 @@
 // rolloutlab viewer: the scalar panel (every logged metric of one or more runs).
 // The names come from /api/scalars/index; a group's charts are fetched from /api/scalars
 // when the group is opened, and each chart is drawn when it scrolls into view, so a run
-// with hundreds of metrics costs what its open groups cost.  Names are data: they reach
+// with hundreds of metrics costs what its open groups cost (plotly.js itself is loaded
+// only then, when the page has not loaded it already).  Names are data: they reach
 // the page through textContent only, and plotly (which reads a little HTML in trace
 // names) gets them with <, > and & escaped as entities, so they show literally.
 (function () {
@@ -19,12 +20,26 @@
     if (text !== undefined) { e.textContent = text; }
     return e;
   };
+  var waiting = null;  // callbacks waiting for plotly.js, once it is being loaded
+  var withPlotly = function (src, fn) {
+    if (window.Plotly) { fn(); return; }
+    if (!src) { return; }
+    if (waiting === null) {
+      waiting = [];
+      var s = document.createElement("script");
+      s.src = src;
+      s.onload = function () { var w = waiting; waiting = []; w.forEach(function (f) { f(); }); };
+      document.head.appendChild(s);
+    }
+    waiting.push(fn);
+  };
   var query = function (params) {
     return params.map(function (kv) { return encodeURIComponent(kv[0]) + "=" + encodeURIComponent(kv[1]); }).join("&");
   };
 
   var init = function (sec) {
     var runs = JSON.parse(sec.getAttribute("data-runs") || "[]");
+    var plotlySrc = sec.getAttribute("data-plotly") ? "/static/plotly.min.js" : "";
     var search = sec.querySelector(".scalar-search");
     var smooth = sec.querySelector(".scalar-smooth");
     var smoothOut = sec.querySelector(".scalar-smooth-value");
@@ -83,12 +98,14 @@
               yaxis: {type: logy.checked ? "log" : "linear", automargin: true}};
     };
     var draw = function (c, onlyIfVisible) {
-      if (!c || c.drawn || c.fig.hidden || !window.Plotly) { return; }
+      if (!c || c.drawn || c.fig.hidden) { return; }
       if (onlyIfVisible && observer) { return; }  // the observer draws it when it shows
       c.drawn = true;
-      window.Plotly.newPlot(c.div, traces(c), layout(), {displaylogo: false, responsive: true,
-                                                         modeBarButtonsToRemove: ["sendDataToCloud"]});
-      c.fig.setAttribute("data-drawn", "1");
+      withPlotly(plotlySrc, function () {
+        window.Plotly.newPlot(c.div, traces(c), layout(), {displaylogo: false, responsive: true,
+                                                           modeBarButtonsToRemove: ["sendDataToCloud"]});
+        c.fig.setAttribute("data-drawn", "1");
+      });
     };
 
     var load = function (g) {
@@ -181,7 +198,7 @@
         groups.push(g);
       });
       applySearch();
-      if (!window.Plotly && idx.groups.length) {
+      if (!window.Plotly && !plotlySrc && idx.groups.length) {
         box.insertBefore(el("p", "notice", "The charts need plotly: pip install 'rolloutlab[viewer]'."), box.firstChild);
       }
       sec.setAttribute("data-ready", "1");
@@ -208,7 +225,7 @@
     logy.addEventListener("change", function () {
       groups.forEach(function (g) {
         g.charts.forEach(function (c) {
-          if (c.drawn) { window.Plotly.relayout(c.div, {"yaxis.type": logy.checked ? "log" : "linear"}); }
+          if (c.fig.getAttribute("data-drawn") === "1") { window.Plotly.relayout(c.div, {"yaxis.type": logy.checked ? "log" : "linear"}); }
         });
       });
     });
