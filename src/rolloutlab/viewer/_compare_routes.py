@@ -57,6 +57,11 @@ def _scalar_split(v: Viewer, rids: list[str], raw: str | None) -> tuple[str, lis
     return ("train" if "train" in found or not found else found[0]), found
 
 
+def _compare_split(v: Viewer, rids: list[str], raw: str | None) -> str:
+    """The split asked for, else the baseline's default (train when it has it, as analyze)."""
+    return raw or Q.default_split(Q.splits(v.view, rids[0]))
+
+
 def add_routes(app: FastAPI, v: Viewer) -> None:
     comparisons = C.Comparisons(v.view)
 
@@ -81,7 +86,7 @@ def add_routes(app: FastAPI, v: Viewer) -> None:
     @app.get("/api/compare")
     def compare_json(request: Request) -> Response:
         rids = _runs(v, request, least=2)
-        split = request.query_params.get("split") or "train"
+        split = _compare_split(v, rids, request.query_params.get("split"))
         table, _ = comparisons.get(rids, split)
         return Response(orjson.dumps(table.__dict__), media_type="application/json", headers=NO_STORE_CACHE)
 
@@ -89,7 +94,7 @@ def add_routes(app: FastAPI, v: Viewer) -> None:
     def compare_page(request: Request) -> Response:
         a = request.query_params
         rids = _runs(v, request, least=2)
-        split = a.get("split") or "train"
+        split = _compare_split(v, rids, a.get("split"))
         table, metric_curves = comparisons.get(rids, split)
         curves = C.main_curves(v.view, rids, split, metric_curves)
         common = C.common_steps(v.view, rids, split)
