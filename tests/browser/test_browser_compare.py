@@ -146,6 +146,13 @@ def test_scalar_panel_search_open_smooth_logy_and_x(server: tuple[str, str], wat
                            "f.querySelector('.scalar-plot').data.length === 1; }")
     page.evaluate("window.scrollTo(0, 0)")
     page.screenshot(path=SHOTS / "scalars-dashboard.png", full_page=True)
+
+    page.reload()  # a live reload keeps what the reader set: open groups, smoothing, log y, x axis
+    page.wait_for_selector("#scalars[data-ready='1']")
+    page.wait_for_selector("details[data-group='loss'][data-loaded='1']")
+    assert page.evaluate("document.querySelector(\"details[data-group='loss']\").open") is True
+    assert page.input_value("#scalars .scalar-x") == "time" and page.is_checked("#scalars .scalar-logy")
+    assert page.input_value("#scalars .scalar-smooth") == "0"
     assert_nothing_injected(page)
     w.assert_clean()
 

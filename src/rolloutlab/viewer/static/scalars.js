@@ -53,6 +53,20 @@
     var groups = [];   // {group, names, details, grid, loaded, charts: [{name, fig, div, drawn, data}]}
     var runNames = {};
     var split = "";
+    // What the reader set (open groups, search, smoothing, axes) survives a live reload.
+    var KEY = "rolloutlab.scalars." + JSON.stringify(runs);
+    var saved = {};
+    try { saved = JSON.parse(window.sessionStorage.getItem(KEY) || "{}") || {}; } catch (e) { saved = {}; }
+    var save = function () {
+      var open = groups.filter(function (g) { return g.details.open; }).map(function (g) { return g.group; });
+      var st = {q: search.value, smooth: smooth.value, logy: logy.checked, x: xSel.value, split: split, open: open};
+      try { window.sessionStorage.setItem(KEY, JSON.stringify(st)); } catch (e) { /* private mode */ }
+    };
+    if (typeof saved.q === "string") { search.value = saved.q; }
+    if (saved.smooth !== undefined) { smooth.value = saved.smooth; smoothOut.textContent = Number(smooth.value).toFixed(2); }
+    if (saved.logy) { logy.checked = true; }
+    if (saved.x) { xSel.value = saved.x; }
+    if (saved.split) { split = saved.split; }
     var observer = "IntersectionObserver" in window ? new IntersectionObserver(function (entries) {
       entries.forEach(function (e) { if (e.isIntersecting) { draw(e.target.__chart); } });
     }, {rootMargin: "200px"}) : null;
@@ -194,10 +208,13 @@
         box.appendChild(d);
         var g = {group: gr.group, names: gr.metrics.map(function (m) { return m.name; }), details: d, grid: grid,
                  countEl: cnt, loaded: false, charts: []};
-        d.addEventListener("toggle", function () { if (d.open && !g.loaded) { load(g); } });
+        d.addEventListener("toggle", function () { if (d.open && !g.loaded) { load(g); } save(); });
         groups.push(g);
       });
       applySearch();
+      groups.forEach(function (g) {
+        if ((saved.open || []).indexOf(g.group) >= 0 && !g.details.hidden) { g.details.open = true; }
+      });
       if (!window.Plotly && !plotlySrc && idx.groups.length) {
         box.insertBefore(el("p", "notice", "The charts need plotly: pip install 'rolloutlab[viewer]'."), box.firstChild);
       }
@@ -210,19 +227,24 @@
       fetch("/api/scalars/index?" + query(params), {credentials: "same-origin"})
         .then(function (r) { return r.ok ? r.json() : r.text().then(function (t) { throw new Error(t.slice(0, 200)); }); })
         .then(function (idx) { split = idx.split; build(idx); })
-        .catch(function (e) { box.textContent = ""; box.appendChild(el("p", "error", "could not list the metrics: " + e.message)); });
+        .catch(function (e) {
+          if (split) { split = ""; fetchIndex(); return; }  // a remembered split the runs no longer have
+          box.textContent = "";
+          box.appendChild(el("p", "error", "could not list the metrics: " + e.message));
+        });
     };
 
     var timer = null;
-    search.addEventListener("input", applySearch);
+    search.addEventListener("input", function () { applySearch(); save(); });
     smooth.addEventListener("input", function () {
       smoothOut.textContent = Number(smooth.value).toFixed(2);
       window.clearTimeout(timer);
-      timer = window.setTimeout(reloadOpen, 250);
+      timer = window.setTimeout(function () { reloadOpen(); save(); }, 250);
     });
-    xSel.addEventListener("change", reloadOpen);
-    splitSel.addEventListener("change", function () { split = splitSel.value; fetchIndex(); });
+    xSel.addEventListener("change", function () { reloadOpen(); save(); });
+    splitSel.addEventListener("change", function () { split = splitSel.value; save(); fetchIndex(); });
     logy.addEventListener("change", function () {
+      save();
       groups.forEach(function (g) {
         g.charts.forEach(function (c) {
           if (c.fig.getAttribute("data-drawn") === "1") { window.Plotly.relayout(c.div, {"yaxis.type": logy.checked ? "log" : "linear"}); }
