@@ -11,7 +11,8 @@ it reaches a query, and every name goes back as data (JSON, or autoescaped HTML)
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 from fastapi import FastAPI, Request
@@ -79,8 +80,7 @@ def add_routes(app: FastAPI, v: Viewer) -> None:
         x = Q.choice_arg("x", a.get("x"), S.X_AXES, "step")
         smooth = Q.float_arg("smooth", a.get("smooth")) or 0.0
         names = a.getlist("name") or None
-        body = S.series(v.view, rids, split, a.get("group") or "", x=x, smoothing=smooth,  # type: ignore[arg-type]
-                        names=names)
+        body = S.series(v.view, rids, split, a.get("group") or "", x=cast(S.XAxis, x), smoothing=smooth, names=names)
         return Response(orjson.dumps(body), media_type="application/json", headers=NO_STORE_CACHE)
 
     @app.get("/api/compare")
@@ -88,7 +88,7 @@ def add_routes(app: FastAPI, v: Viewer) -> None:
         rids = _runs(v, request, least=2)
         split = _compare_split(v, rids, request.query_params.get("split"))
         table, _ = comparisons.get(rids, split)
-        return Response(orjson.dumps(table.__dict__), media_type="application/json", headers=NO_STORE_CACHE)
+        return Response(orjson.dumps(asdict(table)), media_type="application/json", headers=NO_STORE_CACHE)
 
     @app.get("/compare", response_class=HTMLResponse)
     def compare_page(request: Request) -> Response:
