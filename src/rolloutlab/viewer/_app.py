@@ -11,6 +11,7 @@ Routes (GET unless marked)::
     POST /runs/{run}/reingest          re-read the run's recorded sources into the store
     /api/version, /api/runs/{run}/version   what the live pages poll
     /static/{name}                     the viewer's CSS and JS, and plotly.js (a fixed list)
+    /compare, /api/scalars, /api/scalars/index, /api/compare   see :mod:`._compare_routes`
 
 Read-only but for one action: ``POST /runs/{run}/reingest`` (and ``watch``, its timer)
 runs :func:`rolloutlab.ingest` on the sources the manifest records for that run, which
@@ -57,6 +58,7 @@ from starlette.exceptions import HTTPException
 from rolloutlab.io import RolloutlabError, Store
 from rolloutlab.io._store import slug
 from rolloutlab.viewer import _queries as Q
+from rolloutlab.viewer._compare_routes import add_routes
 from rolloutlab.viewer._dash import Analyses, plotly_js
 from rolloutlab.viewer._live import NotFound, StoreView
 from rolloutlab.viewer._render import environment, seg, svg_chart, url
@@ -110,6 +112,7 @@ class Viewer:
         ctx.setdefault("live_version", "")
         ctx.setdefault("live_analysis", "")
         ctx.setdefault("live_on", False)
+        ctx.setdefault("has_plotly", "plotly.min.js" in self.static)
         ctx.setdefault("broken", sorted(self.view.broken.items()))
         html = self.env.get_template(template).render(store_path=str(self.path), **ctx)
         return HTMLResponse(html, status_code=status, headers={"Cache-Control": "no-store"})
@@ -198,6 +201,11 @@ def run_info(entry: dict[str, Any]) -> dict[str, Any]:
     evaluation log has no ``last_step``, an old store no ``labels``."""
     run = entry.get("run") or {}
     return {**{k: None for k in RUN_KEYS}, **run, "labels": run.get("labels") or {}}
+
+
+def live_default(status: str | None) -> bool:
+    """Whether a page of a run starts live: the run is running, or nobody knows."""
+    return status in ("running", "unknown", None)
 
 
 def is_loopback(host: str) -> bool:
@@ -314,7 +322,8 @@ def create_app(store: str | Path, *, watch: float | None = None, allowed_hosts: 
                              hint=f"rolloutlab ingest SRC --store {v.path}", live_url="/api/version",
                              live_version="", live_on=True)
         runs = Q.runs_overview(v.view)
-        return v.render("runs.html", runs=runs, live_url="/api/version", live_version=v.view.version)
+        return v.render("runs.html", runs=runs, live_url="/api/version", live_version=v.view.version,
+                        live_on=any(live_default(r["status"]) for r in runs))
 
     @app.get("/runs/{run_id}", response_class=HTMLResponse)
     def dashboard(request: Request, run_id: str) -> Response:
@@ -326,7 +335,7 @@ def create_app(store: str | Path, *, watch: float | None = None, allowed_hosts: 
         common = {"rid": rid, "run": run_info(entry), "sources": entry.get("sources", []), "split": split,
                   "splits": counts, "token": v.token, "can_reingest": v.can_reingest,
                   "flash": v.flash.pop(rid, None), "live_url": url(f"/api/runs/{seg(rid)}/version", split=split),
-                  "live_version": version, "live_on": entry["run"].get("status") == "running" or bool(v.watch)}
+                  "live_version": version, "live_on": live_default(entry["run"].get("status")) or bool(v.watch)}
         rule = v.view.success_rule(rid, split)
         common["success_rule"] = rule.text if rule is not None else None
         if not counts:
@@ -503,6 +512,7 @@ def create_app(store: str | Path, *, watch: float | None = None, allowed_hosts: 
         media = {"css": "text/css", "js": "text/javascript"}.get(p.suffix.lstrip("."), "application/octet-stream")
         return FileResponse(p, media_type=media, headers={"Cache-Control": "public, max-age=3600"})
 
+    add_routes(app, v)
     return app
 
 

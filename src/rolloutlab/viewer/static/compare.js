@@ -1,0 +1,58 @@
+// rolloutlab viewer, compare page: each run's per-step curves overlaid (plotly); a click
+// on a point shows that step of every run side by side.  Run names reach plotly with
+// <, > and & as entities (shown literally) and the page through textContent only.
+(function () {
+  "use strict";
+  var box = document.getElementById("compare-curves");
+  if (!box) { return; }
+  var COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"];
+  var data = JSON.parse(box.getAttribute("data-curves") || "{}");
+  var runs = JSON.parse(box.getAttribute("data-runs") || "[]");
+  var common = JSON.parse(box.getAttribute("data-common") || "[]");
+  var split = box.getAttribute("data-split") || "";
+  var plotlyText = function (s) {
+    return String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+  };
+  var nearest = function (x) {
+    var best = null, dist = Infinity;
+    common.forEach(function (s) { var d = Math.abs(s - x); if (d < dist) { dist = d; best = s; } });
+    return best;
+  };
+  if (!window.Plotly) {
+    var p = document.createElement("p");
+    p.className = "notice";
+    p.textContent = "The curves need plotly: pip install 'rolloutlab[viewer]'.";
+    box.appendChild(p);
+    return;
+  }
+  Object.keys(data.titles).forEach(function (key) {
+    var fig = document.createElement("figure");
+    fig.id = "cmp-" + key;
+    var cap = document.createElement("figcaption");
+    cap.textContent = data.titles[key];
+    var div = document.createElement("div");
+    div.className = "fig";
+    fig.appendChild(cap);
+    fig.appendChild(div);
+    box.appendChild(fig);
+    var traces = data.curves.map(function (c, i) {
+      var label = plotlyText(c.name) + (c.source === "logged metrics" ? " (logged)" : "");
+      return {x: c.step, y: c[key], type: "scatter", mode: "lines+markers", name: label,
+              line: {color: COLORS[i % COLORS.length], width: 1.6}, marker: {size: 5}};
+    });
+    window.Plotly.newPlot(div, traces, {
+      height: 300, margin: {l: 52, r: 10, t: 28, b: 40}, showlegend: true,
+      legend: {orientation: "h", x: 0, y: 1, yanchor: "bottom"},
+      xaxis: {title: {text: "step"}}, yaxis: {automargin: true}
+    }, {displaylogo: false, responsive: true, modeBarButtonsToRemove: ["sendDataToCloud"]});
+    div.on("plotly_click", function (ev) {
+      if (!ev || !ev.points || !ev.points.length) { return; }
+      var step = nearest(Number(ev.points[0].x));
+      if (step === null) { return; }
+      var q = runs.map(function (r) { return "run=" + encodeURIComponent(r); });
+      q.push("split=" + encodeURIComponent(split), "step=" + encodeURIComponent(step));
+      window.location.href = "/compare?" + q.join("&") + "#side";
+    });
+  });
+  box.setAttribute("data-ready", "1");
+})();
