@@ -350,3 +350,18 @@ def test_a_runs_file_outside_the_store_is_refused(two_runs: Path) -> None:
     (two_runs / "_manifest.json").write_bytes(orjson.dumps(m))
     with pytest.raises(rolloutlab.RolloutlabError, match="outside the store"):
         open_store(two_runs).files("runs")
+
+
+def test_what_was_not_computed_is_folded_one_line_per_analysis(no_acc_store: Path) -> None:
+    """The analyses the run's data cannot support are listed in a closed <details>, one
+    item each with its reason — not a paragraph of run-on text above the curves."""
+    a = analyze_run(open_store(no_acc_store), "noacc", replay=False)
+    assert a.skipped  # a verl dump without entropy or trainer metrics skips several
+    with client_for(no_acc_store) as c:
+        dash = c.get("/runs/noacc").text
+    block = re.search(r'<details class="meta" id="not-computed">(.*?)</details>', dash, flags=re.S)
+    assert block is not None and " open" not in block.group(0)[:40]
+    assert f"{len(a.skipped)} analys" in block.group(1)
+    items = re.findall(r"<li><b>(.*?)</b>: ", block.group(1))
+    assert items == list(a.skipped)
+    assert "not computed — " not in dash

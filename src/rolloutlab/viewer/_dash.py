@@ -34,6 +34,8 @@ class Dash:
     """(name, figure JSON) from :func:`rolloutlab.report.figure_specs`."""
     missing: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    not_computed: list[tuple[str, str]] = field(default_factory=list)
+    """(analysis, why) for what the analysis could not compute: shown folded, not as a wall."""
     error: str | None = None
 
 
@@ -115,7 +117,7 @@ class Analyses:
         d.findings = list(a.findings)
         # The success rule is the page's own (the same rule, shown once); these say what
         # the analysis could not compute and why.
-        d.notes = [f"not computed — {k}: {v}" for k, v in a.skipped.items()]
+        d.not_computed = list(a.skipped.items())
         try:
             from rolloutlab.report import figure_specs
         except ImportError:
