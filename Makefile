@@ -56,6 +56,7 @@ test: $(STAMP) lint sysdeps
 
 # Every benchmark, one after the other (each prints its ratios against its peer).
 bench: $(STAMP)
+	$(BIN)/pip install -q -e '.[bench]'  # polars and trl, the peers some benchmarks measure against
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 clean:

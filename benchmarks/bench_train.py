@@ -6,7 +6,7 @@ spent outside model forward/backward passes (target < 15 %, goal 10 %).
 Forward/backward time counts the sampler's batched forwards (``timing/generation_s``) and the
 trainer's log-prob/backward passes (``timing/forward_backward_s``); everything else
 (agent loop, environment, advantages, optimizer step, writing the step's rollouts, logging) is
-overhead.  The TRL GRPOTrainer comparison the issue asks for is not implemented here yet.
+overhead.  The comparison with TRL's GRPOTrainer is ``bench_train_trl.py``.
 """
 
 from __future__ import annotations
