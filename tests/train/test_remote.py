@@ -67,3 +67,49 @@ def test_vllm_lora_reload_is_called_with_the_checkpoint(tmp_path: Path) -> None:
         assert seen[-1] == ("/update_weights_from_disk", {"model_path": str(ck.resolve())})
     finally:
         srv.shutdown()
+
+
+def test_episodes_fanned_out_over_ray_equal_the_local_ones(tmp_path: Path) -> None:
+    """rollout.executor=ray: the same step's rollouts (ids, rewards, actions, sampled token
+    ids) as the local executor, against a server whose answer depends on the prompt."""
+    import importlib.util
+
+    import pytest
+
+    if importlib.util.find_spec("ray") is None:
+        pytest.skip("Ray is not installed (pip install 'rolloutlab[ray]')")
+    import ray
+
+    def rows(run: Path) -> list[tuple[object, ...]]:
+        out = []
+        for line in (run / "rollouts" / "step_000001.jsonl").read_bytes().splitlines():
+            r = orjson.loads(line)
+            out.append((r["traj_id"], r["group_id"], r["reward"], r["num_turns"],
+                        tuple(t["action"] for t in r["turns"])))
+        return sorted(out)
+
+    # the guess depends on the prompt (the feedback so far): the digits 0..7 are ids 4..11
+    with MockOpenAI(complete=lambda ids: [4 + sum(ids) % 8, 1]) as mock:
+        base = [*TINY, "rollout.tasks_per_step=3", "rollout.n=2", "trainer.total_steps=1", "trainer.save_every=0",
+                "rollout.backend=openai", f"rollout.base_url={mock.base_url}", "rollout.max_tokens_per_turn=2"]
+        local = Trainer(load_config(None, base), tmp_path / "local")
+        local.run()
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        try:
+            fanned = Trainer(load_config(None, [*base, "rollout.executor=ray", "rollout.ray_workers=2"]),
+                             tmp_path / "ray")
+            fanned.run()
+        finally:
+            ray.shutdown()
+    want, got = rows(tmp_path / "local"), rows(tmp_path / "ray")
+    assert len(want) == 6 and got == want
+    assert len({w[4] for w in want}) > 1 or len({w[2] for w in want}) > 1  # the episodes differ from each other
+
+
+def test_ray_executor_needs_a_server() -> None:
+    import pytest
+
+    from rolloutlab.train._config import ConfigError
+
+    with pytest.raises(ConfigError, match="executor=ray needs rollout.backend=openai"):
+        load_config(None, [*TINY, "rollout.executor=ray"])

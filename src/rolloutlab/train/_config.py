@@ -175,6 +175,12 @@ class RolloutConfig:
     """Folder the weights are written to for the server (default ``RUN_DIR/weights``)."""
     env_timeout_s: float = 60.0
     """An environment call slower than this fails the episode (ungraded)."""
+    executor: Literal["local", "ray"] = "local"
+    """``local``: the step's episodes run with asyncio in the trainer's process; ``ray``: they
+    are fanned out over Ray workers (``backend=openai`` only: each worker rebuilds the
+    environment and a client of the same server; the episodes come back in order)."""
+    ray_workers: int = 0
+    """Ray tasks per step for ``executor=ray`` (0: one per CPU Ray reports)."""
 
 
 @dataclass(frozen=True)
@@ -348,6 +354,11 @@ class TrainConfig:
             raise ConfigError(f"actor.tis_cap must be > 0, got {act.tis_cap}; null turns TIS off")
         if not self.model.tiny and not self.model.path and r.backend == "local":
             raise ConfigError("model.path is required (a local model folder), or set model.tiny=true for the CPU tiny model")
+        if r.executor == "ray" and r.backend != "openai":
+            raise ConfigError("rollout.executor=ray needs rollout.backend=openai: with backend=local the model lives in "
+                              "the trainer's process, and Ray workers could not sample from it")
+        if r.ray_workers < 0:
+            raise ConfigError(f"rollout.ray_workers must be >= 0, got {r.ray_workers}")
         if r.backend == "openai" and not r.base_url:
             raise ConfigError("rollout.backend=openai needs rollout.base_url (http://host:port/v1)")
         rc = r.rounds_ctrl

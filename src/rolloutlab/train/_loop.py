@@ -262,7 +262,15 @@ class Trainer:
                 )
 
         n = cfg.rollout.n
-        eps = await asyncio.gather(*(one(t, g, i) for g, t in enumerate(tasks) for i in range(n)))
+        if cfg.rollout.executor == "ray":
+            from rolloutlab.train._ray import Job, run_on_ray
+
+            jobs = [Job(task=t, seed=_seed(cfg.seed, step, tag, g, i if distinct_seeds else ""), step=step,
+                        traj_id=f"{step}-{tag}{g}-{i}", group_id=f"{step}-{tag}{g}", sample_idx=i)
+                    for g, t in enumerate(tasks) for i in range(n)]
+            eps = await run_on_ray(cfg, self.tokenizer, self.run_dir, self.policy.model, step - 1, jobs, loop_cfg)
+        else:
+            eps = await asyncio.gather(*(one(t, g, i) for g, t in enumerate(tasks) for i in range(n)))
         return [Group(task=t, episodes=list(eps[g * n : (g + 1) * n])) for g, t in enumerate(tasks)]
 
     def collect(self, step: int, max_turns: int) -> tuple[list[Group], list[tuple[Episode, str]], dict[str, float]]:
