@@ -111,5 +111,5 @@ def test_ray_executor_needs_a_server() -> None:
 
     from rolloutlab.train._config import ConfigError
 
-    with pytest.raises(ConfigError, match="executor=ray needs rollout.backend=openai"):
+    with pytest.raises(ConfigError, match=r"executor=ray needs rollout\.backend=openai"):
         load_config(None, [*TINY, "rollout.executor=ray"])

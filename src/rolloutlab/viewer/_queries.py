@@ -18,6 +18,7 @@ rates, cards, the ``success=`` filter, task history — agrees with the analysis
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ParamSpec, Protocol, TypeVar
@@ -95,7 +96,45 @@ GRADED_VALUES = ("any", "graded", "ungraded")
 TEXT_PREVIEW = 20_000
 """Characters of one text shown inline; the rest is one click away (``/text``)."""
 SNIPPET = 360
-"""Characters of a response shown on a sample card."""
+"""Characters of a response shown on a sample card: its end, where the final answer is."""
+PROMPT_TAIL = 4_000
+"""Characters read from the end of a prompt to find its last user turn (:func:`user_turn`)."""
+USER_SHOWN = 600
+"""Characters of that user turn shown above a group or on the task page."""
+
+_USER_TURN = (
+    re.compile(r"<\|im_start\|>user[ \t]*\n(.*?)(?:<\|im_end\|>|$)", re.S),  # ChatML (Qwen)
+    re.compile(r"<\|start_header_id\|>user<\|end_header_id\|>\s*(.*?)(?:<\|eot_id\|>|$)", re.S),  # Llama 3
+    re.compile(r"\[INST\](.*?)(?:\[/INST\]|$)", re.S),  # Llama 2 / Mistral
+    re.compile(r"(?:^|\n)user\n(.*?)(?=\n(?:assistant|system|user|tool)\n|\nassistant\s*$|$)", re.S),  # ChatML, specials stripped
+)
+
+
+def user_turn(prompt: str | None) -> str | None:
+    """The last user turn of a rendered prompt (ChatML, Llama 3, ``[INST]``, or ChatML with
+    its special tokens stripped, as verl's dumps decode it), or None when no template is
+    recognised — then pages show the prompt's end instead."""
+    if not prompt:
+        return None
+    for pat in _USER_TURN:
+        found = [m.strip() for m in pat.findall(prompt)]
+        if found and found[-1]:
+            return found[-1]
+    return None
+
+
+def _task_text(row: dict[str, Any]) -> None:
+    """``task_text`` — the prompt's last user turn (its start), else the prompt's end — with
+    ``…`` where it is cut (``task_text_cut``), on a row carrying ``prompt_tail``."""
+    tail = row.pop("prompt_tail", None)
+    user = user_turn(tail)
+    if user is not None:
+        row["task_text_kind"], cut = "user", len(user) > USER_SHOWN
+        row["task_text"] = user[:USER_SHOWN] + ("…" if cut else "")
+    else:
+        row["task_text_kind"], cut = "prompt end", bool(tail) and len(tail) > USER_SHOWN
+        row["task_text"] = ("…" + tail[-USER_SHOWN:]) if cut else tail
+    row["task_text_cut"] = cut
 
 _TEXT_FIELDS = ("observation", "thought", "action", "parsed_action", "tool_calls")
 _TOP_FIELDS = ("prompt", "response", "error", "extras")
@@ -319,18 +358,22 @@ def texts(src: Source, run_id: str, split: str, step: int, select: str, where: s
 
 
 def _with_snippets(src: Source, run_id: str, split: str, step: int, rows: list[dict[str, Any]]) -> None:
-    """Add ``snippet`` (start of the response) and ``response_len`` to trajectory rows."""
+    """Add ``snippet`` (the END of the response, where the final answer is),
+    ``response_len`` and the task's text (:func:`_task_text`) to trajectory rows."""
     if not rows:
         return
     ids = [r["traj_id"] for r in rows]
     found = texts(src, run_id, split, step,
-                  f"traj_id, substr(response, 1, {SNIPPET}) AS snippet, length(response) AS response_len",
+                  f"traj_id, right(response, {SNIPPET}) AS snippet, length(response) AS response_len, "
+                  f"right(prompt, {PROMPT_TAIL}) AS prompt_tail",
                   "turn_idx = -1 AND list_contains(?, traj_id)", [ids])
     by_id = {t["traj_id"]: t for t in found}
     for r in rows:
         t = by_id.get(r["traj_id"], {})
         r["snippet"] = t.get("snippet")
         r["response_len"] = t.get("response_len")
+        r["prompt_tail"] = t.get("prompt_tail")
+        _task_text(r)
 
 
 @_resolve_again
@@ -489,12 +532,15 @@ def task_at_step(src: Source, run_id: str, split: str, task_id: str, step: int, 
     ids = [r["traj_id"] for r in rows]
     found = texts(src, run_id, split, step,
                   "traj_id, turn_idx, substr(response, 1, 4000) AS response, length(response) AS response_len, "
+                  f"right(response, {SNIPPET}) AS response_end, right(prompt, {PROMPT_TAIL}) AS prompt_tail, "
                   "substr(action, 1, 300) AS action", "list_contains(?, traj_id) ORDER BY traj_id, turn_idx", [ids])
     by_id: dict[str, dict[str, Any]] = {i: {"actions": []} for i in ids}
     for x in found:
         d = by_id[x["traj_id"]]
         if x["turn_idx"] == -1:
-            d["response"], d["response_len"] = x["response"], x["response_len"]
+            d["response"], d["response_len"], d["response_end"] = x["response"], x["response_len"], x["response_end"]
+            d["prompt_tail"] = x["prompt_tail"]
+            _task_text(d)
         elif x["action"] is not None:
             d["actions"].append(x["action"])
     for r in rows:
