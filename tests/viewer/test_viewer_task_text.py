@@ -62,7 +62,7 @@ def test_groups_show_the_user_turn_and_cards_the_end_of_the_response(store: Path
     end = next(t for t in texts if "prompt end:" in t)
     assert end.endswith("TAIL-OF-PROMPT") and "…" in end  # no template: the prompt's end, cut at its start
     assert len(re.sub(r"<[^>]+>", "", end)) < USER_SHOWN + 20
-    snippets = re.findall(r'<div class="snippet">(.*?)</div>', page, flags=re.S)
+    snippets = re.findall(r'<div class="snippet end"><span>(.*?)</span></div>', page, flags=re.S)
     assert any(s.startswith("…") and s.endswith("so the final ANSWER: 42") and len(s) <= SNIPPET + 1
                for s in snippets)
     assert XSS not in page and "&lt;img src=x" in page  # hostile text is text
