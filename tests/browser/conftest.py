@@ -12,6 +12,7 @@ and ``data:``/``blob:``/``about:`` URLs are also aborted, so nothing leaks on fa
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import threading
@@ -72,13 +73,13 @@ class Server:
     root: Path
 
 
-def start_viewer(root: Path) -> Iterator[Server]:
-    """A viewer on a free loopback port over a fresh test store (stopped afterwards)."""
+@contextlib.contextmanager
+def serving(store: Path) -> Iterator[str]:
+    """A viewer over ``store`` on a free loopback port, in a thread: its URL (stopped afterwards)."""
     import uvicorn
 
     from rolloutlab.viewer import create_app
 
-    store, run_dir = make_store(root)
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(create_app(store), host="127.0.0.1", port=port, log_level="warning"))
     t = threading.Thread(target=server.run, daemon=True, name="viewer-under-test")
@@ -88,10 +89,17 @@ def start_viewer(root: Path) -> Iterator[Server]:
         time.sleep(0.02)
     assert server.started, "the viewer did not start within 15 s"
     try:
-        yield Server(f"http://127.0.0.1:{port}", store, run_dir, root)
+        yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True
         t.join(timeout=10)
+
+
+def start_viewer(root: Path) -> Iterator[Server]:
+    """A viewer on a free loopback port over a fresh test store (stopped afterwards)."""
+    store, run_dir = make_store(root)
+    with serving(store) as url:
+        yield Server(url, store, run_dir, root)
 
 
 @pytest.fixture(scope="module")

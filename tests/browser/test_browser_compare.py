@@ -4,49 +4,30 @@ Picks two runs on the runs page and compares them (overlaid curves, the table, a
 each side by side); searches, opens, smooths and re-axes the scalar panel; sorts and
 filters the runs page.  After each: no JavaScript error, no request left the machine, no
 XSS payload ran (a run name and a metric name carry them) and both show literally.
-Screenshots go to /tmp/shots-a/.
+Screenshots go to the pytest tmp dir (``screenshots``), to be looked at.
 """
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.browser.conftest import free_port
+from tests.browser.conftest import serving
 from tests.browser.test_browser import assert_nothing_injected, click_point
 from tests.viewer.compare_store import HOSTILE_METRIC, HOSTILE_RUN_NAME, A, make_compare_store
 
 pytest.importorskip("fastapi")
-SHOTS = Path("/tmp/shots-a")
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     """(the viewer's URL, the hostile run's id) over the compare store."""
-    import uvicorn
-
-    from rolloutlab.viewer import create_app
-
     store, b = make_compare_store(tmp_path_factory.mktemp("browser-compare"))
-    port = free_port()
-    srv = uvicorn.Server(uvicorn.Config(create_app(store), host="127.0.0.1", port=port, log_level="warning"))
-    t = threading.Thread(target=srv.run, daemon=True, name="viewer-under-test")
-    t.start()
-    deadline = time.monotonic() + 15
-    while not srv.started and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert srv.started, "the viewer did not start within 15 s"
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    try:
-        yield f"http://127.0.0.1:{port}", b
-    finally:
-        srv.should_exit = True
-        t.join(timeout=10)
+    with serving(store) as url:
+        yield url, b
 
 
 def visible_groups(page: Any) -> list[str]:
@@ -71,7 +52,7 @@ def open_group(page: Any, group: str) -> None:
                            arg=group)
 
 
-def test_pick_two_runs_and_compare_them(server: tuple[str, str], watched: Any) -> None:
+def test_pick_two_runs_and_compare_them(server: tuple[str, str], watched: Any, shots: Path) -> None:
     url, b = server
     w = watched(url + "/")
     page = w.page
@@ -90,7 +71,7 @@ def test_pick_two_runs_and_compare_them(server: tuple[str, str], watched: Any) -
     assert page.inner_text("#compare-title").startswith("Compare 2 runs")
     assert page.locator("#side-cols section.side-col").count() == 2
     assert page.input_value("#side-step") == "4"
-    page.screenshot(path=SHOTS / "compare.png", full_page=True)
+    page.screenshot(path=shots / "compare.png", full_page=True)
 
     click_point(page, "#cmp-mean_reward .fig", 2)  # a point opens that step of both runs
     page.wait_for_url("**step=2#side")
@@ -100,7 +81,7 @@ def test_pick_two_runs_and_compare_them(server: tuple[str, str], watched: Any) -
     w.assert_clean()
 
 
-def test_scalar_panel_search_open_smooth_logy_and_x(server: tuple[str, str], watched: Any) -> None:
+def test_scalar_panel_search_open_smooth_logy_and_x(server: tuple[str, str], watched: Any, shots: Path) -> None:
     url, _ = server
     w = watched(url + "/")
     page = w.page
@@ -145,7 +126,7 @@ def test_scalar_panel_search_open_smooth_logy_and_x(server: tuple[str, str], wat
                            ".find(e => e.dataset.name === 'loss/value'); return f && f.dataset.drawn === '1' && "
                            "f.querySelector('.scalar-plot').data.length === 1; }")
     page.evaluate("window.scrollTo(0, 0)")
-    page.screenshot(path=SHOTS / "scalars-dashboard.png", full_page=True)
+    page.screenshot(path=shots / "scalars-dashboard.png", full_page=True)
 
     page.reload()  # a live reload keeps what the reader set: open groups, smoothing, log y, x axis
     page.wait_for_selector("#scalars[data-ready='1']")
@@ -157,7 +138,7 @@ def test_scalar_panel_search_open_smooth_logy_and_x(server: tuple[str, str], wat
     w.assert_clean()
 
 
-def test_scalar_panel_overlays_the_compared_runs(server: tuple[str, str], watched: Any) -> None:
+def test_scalar_panel_overlays_the_compared_runs(server: tuple[str, str], watched: Any, shots: Path) -> None:
     url, b = server
     w = watched(url + "/")
     page = w.page
@@ -174,12 +155,12 @@ def test_scalar_panel_overlays_the_compared_runs(server: tuple[str, str], watche
     assert f"{HOSTILE_RUN_NAME}\nwall time: not available" in notes
     assert page.evaluate("document.querySelector(\"#scalars .scalar-x option[value='time']\").disabled") is False
     page.evaluate("window.scrollTo(0, 0)")  # sticky table headers land mid-page in a scrolled full-page shot
-    page.screenshot(path=SHOTS / "compare-scalars.png", full_page=True)
+    page.screenshot(path=shots / "compare-scalars.png", full_page=True)
     assert_nothing_injected(page)
     w.assert_clean()
 
 
-def test_runs_page_sorts_filters_and_starts_live(server: tuple[str, str], watched: Any) -> None:
+def test_runs_page_sorts_filters_and_starts_live(server: tuple[str, str], watched: Any, shots: Path) -> None:
     url, b = server
     w = watched(url + "/")
     page = w.page
@@ -202,7 +183,7 @@ def test_runs_page_sorts_filters_and_starts_live(server: tuple[str, str], watche
     assert cell.get_attribute("title") == HOSTILE_RUN_NAME and cell.inner_text() == HOSTILE_RUN_NAME
     style = cell.evaluate("e => [getComputedStyle(e).whiteSpace, getComputedStyle(e).textOverflow]")
     assert style == ["nowrap", "ellipsis"]
-    page.screenshot(path=SHOTS / "runs.png", full_page=True)
+    page.screenshot(path=shots / "runs.png", full_page=True)
     page.reload()  # the sort survives a (live) reload
     assert page.evaluate(ids)[-1] == "metrics-only"
     assert_nothing_injected(page)

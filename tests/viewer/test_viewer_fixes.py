@@ -32,14 +32,11 @@ from rolloutlab.io import open_store
 from rolloutlab.viewer import create_app
 from rolloutlab.viewer._app import allowed_hosts_for, is_loopback
 from tests._verl import verl_line
+from tests.viewer.test_viewer import client_for
 
 pytestmark = pytest.mark.filterwarnings("ignore:Using `httpx`:DeprecationWarning")
 SAMPLES = Path(__file__).parents[1] / "fixtures" / "samples"
 BASE = "http://127.0.0.1:8000"
-
-
-def client_for(store: Path) -> TestClient:
-    return TestClient(create_app(store), base_url=BASE, client=("127.0.0.1", 50000))
 
 
 def _text(html: str) -> str:

@@ -7,12 +7,11 @@ import re
 from pathlib import Path
 
 import pytest
-from fastapi.testclient import TestClient
 
 import rolloutlab
-from rolloutlab.viewer import create_app
 from rolloutlab.viewer._queries import SNIPPET, USER_SHOWN, user_turn
 from tests._verl import verl_line
+from tests.viewer.test_viewer import client_for
 
 pytestmark = pytest.mark.filterwarnings("ignore:Using `httpx`:DeprecationWarning")
 
@@ -48,12 +47,8 @@ def store(tmp_path: Path) -> Path:
     return tmp_path / "store"
 
 
-def _client(store: Path) -> TestClient:
-    return TestClient(create_app(store), base_url="http://127.0.0.1:8000", client=("127.0.0.1", 50000))
-
-
 def test_groups_show_the_user_turn_and_cards_the_end_of_the_response(store: Path) -> None:
-    with _client(store) as c:
+    with client_for(store) as c:
         page = c.get("/runs/r/steps/1").text
     texts = re.findall(r'<p class="task-text"[^>]*>(.*?)</p>', page, flags=re.S)
     assert len(texts) == 2
@@ -69,7 +64,7 @@ def test_groups_show_the_user_turn_and_cards_the_end_of_the_response(store: Path
 
 
 def test_task_page_shows_the_task_and_each_response_end(store: Path) -> None:
-    with _client(store) as c:
+    with client_for(store) as c:
         step = c.get("/runs/r/steps/1").text
         group = next(g for g in step.split('<section class="group') if "How many legs" in g)
         href = re.search(r'href="(/runs/r/task\?[^"]+)"', group)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from rolloutlab.agent._loop import EpisodeJob, LoopConfig, run_episodes
@@ -35,10 +35,14 @@ class EpisodeSpec:
     traj_id: str
     group_id: str | None = None
     sample_idx: int | None = None
+    policy_version: int | None = None
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments for the environment's factory."""
 
     def job(self) -> EpisodeJob:
-        return EpisodeJob(env_factory=functools.partial(make_env, self.env), task=self.task, seed=self.seed,
-                          step=self.step, traj_id=self.traj_id, group_id=self.group_id, sample_idx=self.sample_idx)
+        return EpisodeJob(env_factory=functools.partial(make_env, self.env, **self.env_kwargs), task=self.task,
+                          seed=self.seed, step=self.step, traj_id=self.traj_id, group_id=self.group_id,
+                          sample_idx=self.sample_idx, policy_version=self.policy_version)
 
 
 async def run_local(specs: Sequence[EpisodeSpec], policy: Policy, *, config: LoopConfig, concurrency: int,
@@ -48,13 +52,13 @@ async def run_local(specs: Sequence[EpisodeSpec], policy: Policy, *, config: Loo
                               progress=progress)
 
 
-def _chunk_worker(policy_spec: str, parser: str, seed: int, specs: list[EpisodeSpec], config: LoopConfig,
-                  concurrency: int) -> list[Episode]:
+def _chunk_worker(policy_spec: str | Callable[[], Policy], parser: str, seed: int, specs: list[EpisodeSpec],
+                  config: LoopConfig, concurrency: int) -> list[Episode]:
     """Body of one Ray task: build the policy, run the chunk, close the policy."""
     from rolloutlab.agent._policies import make_policy
 
     async def go() -> list[Episode]:
-        policy = make_policy(policy_spec, parser=parser, seed=seed)
+        policy = policy_spec() if callable(policy_spec) else make_policy(policy_spec, parser=parser, seed=seed)
         try:
             return await run_local(specs, policy, config=config, concurrency=concurrency)
         finally:
@@ -63,12 +67,13 @@ def _chunk_worker(policy_spec: str, parser: str, seed: int, specs: list[EpisodeS
     return asyncio.run(go())
 
 
-async def run_ray(specs: Sequence[EpisodeSpec], policy_spec: str, *, config: LoopConfig, concurrency: int,
+async def run_ray(specs: Sequence[EpisodeSpec], policy_spec: str | Callable[[], Policy], *, config: LoopConfig, concurrency: int,
                   parser: str = "text", seed: int = 0, workers: int | None = None,
                   progress: Callable[[Episode], None] | None = None) -> list[Episode]:
     """The episodes over Ray workers (a local Ray instance is started if none is running).
 
-    The policy is rebuilt in each worker from ``policy_spec`` (``make_policy``); each worker
+    The policy is rebuilt in each worker from ``policy_spec`` (``make_policy``), or made
+    there by calling it when it is a picklable factory (the trainer's server client); each worker
     runs chunks of about ``concurrency`` episodes with asyncio.  ``progress`` is called as
     chunks come back."""
     try:

@@ -263,10 +263,13 @@ class Trainer:
 
         n = cfg.rollout.n
         if cfg.rollout.executor == "ray":
-            from rolloutlab.train._ray import Job, run_on_ray
+            from rolloutlab.agent._executor import EpisodeSpec
+            from rolloutlab.train._ray import run_on_ray
 
-            jobs = [Job(task=t, seed=_seed(cfg.seed, step, tag, g, i if distinct_seeds else ""), step=step,
-                        traj_id=f"{step}-{tag}{g}-{i}", group_id=f"{step}-{tag}{g}", sample_idx=i)
+            jobs = [EpisodeSpec(env=cfg.env.id, env_kwargs=kwargs, task=t,
+                                seed=_seed(cfg.seed, step, tag, g, i if distinct_seeds else ""), step=step,
+                                traj_id=f"{step}-{tag}{g}-{i}", group_id=f"{step}-{tag}{g}", sample_idx=i,
+                                policy_version=step - 1)
                     for g, t in enumerate(tasks) for i in range(n)]
             eps = await run_on_ray(cfg, self.tokenizer, self.run_dir, self.policy.model, step - 1, jobs, loop_cfg)
         else:
