@@ -279,3 +279,19 @@ def test_live_is_on_by_default_for_running_or_unknown_runs(tmp_path: Path, statu
     assert ('id="live" checked' in dash) is live
     assert 'id="live" checked' not in other  # finished
 
+
+
+def test_x_axis_tokens_from_a_cumulative_counter_is_not_summed_again(tmp_path: Path) -> None:
+    """TRL logs ``num_tokens`` already cumulative: the axis takes it as logged (summing it
+    again would give 100, 300, 600 instead of 100, 200, 300)."""
+    csv = tmp_path / "trl.csv"
+    csv.write_text("step,reward/mean,train/num_tokens,perf/total_num_tokens\n"
+                   "1,0.1,100,7\n2,0.2,200,7\n3,0.3,300,7\n")
+    store = tmp_path / "store"
+    rolloutlab.ingest([csv], store, name="trl-run")
+    (rid,) = rolloutlab.open_store(store).run_ids()
+    with client_for(store) as c:
+        d = get_json(c, "/api/scalars", [("run", rid), ("group", "reward"), ("x", "tokens")])
+        (axes,) = [r["axes"] for r in get_json(c, "/api/scalars/index", [("run", rid)])["runs"]]
+    assert series_of(d, "reward/mean")[rid]["x"] == [100.0, 200.0, 300.0]
+    assert axes["tokens"]["source"] == "train/num_tokens as logged (tokens)"

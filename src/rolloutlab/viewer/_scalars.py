@@ -14,9 +14,11 @@ same); a NaN or infinite value is stored as null and stays a gap.
 
 X axes: ``step`` always.  ``time`` is the run's wall-clock time, the cumulative sum of
 its logged step duration (the first of ``HEALTH_SCALARS["step_time"]`` the run has — the
-store keeps no timestamps); ``tokens`` the cumulative tokens processed, from verl's
-``perf/total_num_tokens`` when logged, else the prompt and response tokens of the run's
-trajectories.  Both are cumulative over the steps that have them: a step that logged no
+store keeps no timestamps); ``tokens`` the cumulative tokens processed: a counter that is
+already cumulative when logged (TRL's ``num_tokens``, the HF Trainer's
+``num_input_tokens_seen``, with or without W&B's ``train/`` prefix), else the running sum
+of verl's per-step ``perf/total_num_tokens``, else of the prompt and response tokens of
+the run's trajectories.  Both are cumulative over the steps that have them: a step that logged no
 duration (or no tokens) has no x there and its points are left out, which the payload
 says.  A run without the source of an axis is left out of that axis, with the reason.
 
@@ -40,6 +42,10 @@ XAxis = Literal["step", "time", "tokens"]
 X_AXES: tuple[XAxis, ...] = ("step", "time", "tokens")
 TIME_METRICS: tuple[str, ...] = HEALTH_SCALARS["step_time"]
 """Per-step durations (seconds) whose running sum is the ``time`` axis, first found wins."""
+TOKEN_COUNTERS: tuple[str, ...] = ("num_tokens", "train/num_tokens", "num_input_tokens_seen",
+                                   "train/num_input_tokens_seen")
+"""Cumulative token counters (TRL, the HF Trainer; ``train/`` as W&B exports them): the
+``tokens`` axis as logged, first found wins."""
 TOKEN_METRICS: tuple[str, ...] = ("perf/total_num_tokens",)
 """Per-step token counts (verl) whose running sum is the ``tokens`` axis."""
 MAX_SMOOTHING = 0.999
@@ -142,17 +148,23 @@ def _cumulative(rows: list[dict[str, Any]]) -> dict[int, float]:
     return out
 
 
+def _as_logged(rows: list[dict[str, Any]]) -> dict[int, float]:
+    return {int(r["step"]): float(r["value"]) for r in rows if r["value"] is not None and math.isfinite(r["value"])}
+
+
 def _metric_axis(view: StoreView, run_id: str, split: str, files: list[str], names: list[str],
-                 candidates: tuple[str, ...], what: str) -> Axis | None:
+                 candidates: tuple[str, ...], what: str, *, cumulative: bool = False) -> Axis | None:
+    """The axis from the first of ``candidates`` the run logged: its running sum, or its
+    values as logged when ``cumulative`` (the metric is a counter already)."""
     found = next((c for c in candidates if c in names), None)
     if found is None:
         return None
     rows = view.query(f"SELECT step, avg(value) AS value FROM {METRICS_IN} WHERE run_id = ? AND split = ? "
                       "AND name = ? GROUP BY step ORDER BY step", [files, run_id, split, found])
-    values = _cumulative(rows)
+    values = _as_logged(rows) if cumulative else _cumulative(rows)
     if not values:
         return None
-    return Axis(True, f"cumulative {found} ({what})", values)
+    return Axis(True, f"{found} as logged ({what})" if cumulative else f"cumulative {found} ({what})", values)
 
 
 def _time_axis(view: StoreView, run_id: str, split: str, files: list[str], names: list[str]) -> Axis:
@@ -162,7 +174,8 @@ def _time_axis(view: StoreView, run_id: str, split: str, files: list[str], names
 
 
 def _token_axis(view: StoreView, run_id: str, split: str, files: list[str], names: list[str]) -> Axis:
-    a = _metric_axis(view, run_id, split, files, names, TOKEN_METRICS, "tokens")
+    a = (_metric_axis(view, run_id, split, files, names, TOKEN_COUNTERS, "tokens", cumulative=True)
+         or _metric_axis(view, run_id, split, files, names, TOKEN_METRICS, "tokens"))
     if a is not None:
         return a
     rows = view.query(
@@ -172,7 +185,8 @@ def _token_axis(view: StoreView, run_id: str, split: str, files: list[str], name
     values = _cumulative(rows)
     if values:
         return Axis(True, "cumulative prompt + response tokens of the run's train trajectories", values)
-    return Axis(False, "no token counts: neither " + ", ".join(TOKEN_METRICS) + " nor token counts in its trajectories")
+    return Axis(False, "no token counts: none of " + ", ".join(TOKEN_COUNTERS + TOKEN_METRICS)
+                + " nor token counts in its trajectories")
 
 
 def run_scalars(view: StoreView, run_id: str, split: str, axes: Sequence[XAxis] = X_AXES) -> RunScalars:
