@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from rolloutlab.analysis._passk import verdict_window
 from rolloutlab.report._figures import COMPARISON_FIGURES, FIGURES, Spec
 from rolloutlab.report._template import CSP, CSS, MACROS, SCRIPT, TEMPLATE
 
@@ -56,7 +57,7 @@ def _summary(r: ReportRun) -> dict[str, str]:
     a = r.analysis
     steps = a.steps
     n = len(steps)
-    w = max(1, min(10, n // 5))
+    w = verdict_window(n)
     late = steps.iloc[-w:] if n else steps
     span = f" (steps {int(late.index[0])}–{int(late.index[-1])})" if n else ""
     v = a.verdict
