@@ -135,11 +135,12 @@ def headline(a: Analysis, *, name: str | None = None) -> Headline:
 
 
 def _num(x: float) -> str:
-    return f"{x:.3g}"
+    # Rounded first, so that two sums of the same numbers in another order print alike.
+    return f"{round(x, 9):.3g}"
 
 
 def _pct(x: float) -> str:
-    return f"{100 * x:.0f}%"
+    return f"{round(100 * x, 9):.0f}%"
 
 
 def _sentence(parts: list[str], lead: str = "") -> str:
@@ -154,9 +155,13 @@ def _edges(s: pd.Series) -> tuple[pd.Series, pd.Series]:
     return s.iloc[:w], s.iloc[-w:]
 
 
-def _span(s: pd.Series) -> str:
-    a, b = int(s.index[0]), int(s.index[-1])
+def _span(s: pd.Series | tuple[int, int]) -> str:
+    a, b = (int(s.index[0]), int(s.index[-1])) if isinstance(s, pd.Series) else s
     return f"step {a}" if a == b else f"steps {a}–{b}"
+
+
+def _t(t: float) -> str:
+    return f"{t:.1f}" if abs(t) < 1000 else f"{t:.3g}"
 
 
 def _training(a: Analysis, basis: list[str], covered: set[int], *, logged: bool) -> str:
@@ -201,7 +206,7 @@ def _success(a: Analysis, basis: list[str], logged: bool) -> str:
         ci = v.pass1
         direction = "rose" if ci.low > 0 else "fell" if ci.high < 0 else "stayed flat"
         basis.append(f"Success: {direction} by the pass@k verdict's test — pass@1 (the mean success of a group) in "
-                     f"steps {v.early_steps[0]}–{v.early_steps[1]} vs {v.late_steps[0]}–{v.late_steps[1]}: "
+                     f"{_span(v.early_steps)} vs {_span(v.late_steps)}: "
                      f"{ci.estimate:+.3f}, bootstrap interval [{ci.low:+.3f}, {ci.high:+.3f}] over groups "
                      "(a change when it excludes 0).")
     elif "success_rate" in a.saturation:
@@ -213,7 +218,7 @@ def _success(a: Analysis, basis: list[str], logged: bool) -> str:
             t = fit.line_slope / fit.line_slope_se
             direction = "rose" if t >= T_CRIT else "fell" if t <= -T_CRIT else "stayed flat"
             basis.append(f"Success: {direction} by the saturation fit's one-line slope of the success rate, "
-                         f"{fit.line_slope:+.4f}/step, t = {t:.1f} (a change when |t| ≥ {T_CRIT:g}).")
+                         f"{fit.line_slope:+.4f}/step, t = {_t(t)} (a change when |t| ≥ {T_CRIT:g}).")
     if direction is None:
         basis.append("Success: no test of its change could be made (too few steps or groups); the numbers are "
                      "the window means.")
@@ -283,7 +288,7 @@ def _evaluation(a: Analysis, basis: list[str]) -> str:
 def _health(a: Analysis, basis: list[str], covered: set[int], *, quiet: bool) -> str:
     """The worst health finding in words; or that there was none, or why none was checked
     (said only for training runs: ``quiet`` for evaluations)."""
-    from rolloutlab.analysis._health import SEVERITY_RANK, SIGNATURES
+    from rolloutlab.analysis._health import MIN_STEPS, SEVERITY_RANK, SIGNATURES
 
     found = [(i, f) for i, f in enumerate(a.findings) if f.severity is not None]
     if found:
@@ -300,8 +305,10 @@ def _health(a: Analysis, basis: list[str], covered: set[int], *, quiet: bool) ->
     skipped = {k[len("health:"):]: v for k, v in a.skipped.items() if k.startswith("health:")}
     checked = 0 if "all" in skipped else len(SIGNATURES) - len(skipped)
     if checked == 0:
-        short = all(v.endswith("needs 10") for k, v in skipped.items() if k != "all") and "all" not in skipped
-        why = "fewer than 10 steps of scalars" if short and skipped else "the scalars it reads were not logged"
+        # A signature is skipped for too few steps ("4 step(s) logged: needs 10") or for a
+        # scalar never logged; when any scalar was there, the steps were what was missing.
+        short = any("step(s) logged" in v for v in skipped.values())
+        why = f"fewer than {MIN_STEPS} steps of scalars" if short else "none of the scalars it reads was logged"
         return f"Training health not checked: {why}."
     return f"No training-health warning ({checked} of {len(SIGNATURES)} signatures checked)."
 

@@ -29,7 +29,6 @@ class Dash:
     """What the dashboard shows from the analysis, computed once per run version."""
 
     version: str
-    findings: list[Any] = field(default_factory=list)
     headline: Any = None
     """:func:`rolloutlab.analysis._headline.headline` of the analysis: the sentences at the
     top of the dashboard and the findings, most severe first, in plain words."""
@@ -118,7 +117,6 @@ class Analyses:
             log.exception("analysis of %s (%s) failed", run_id, split)
             d.error = f"the analysis failed: {type(e).__name__}: {e}"
             return d
-        d.findings = list(a.findings)
         d.headline = headline(a)
         # The success rule is the page's own (the same rule, shown once); these say what
         # the analysis could not compute and why.
