@@ -187,5 +187,8 @@ def test_every_finding_kind_has_a_severity_and_words() -> None:
         assert p.severity == KIND_SEVERITY[kind] and p.title and p.text.endswith(".") and p.stats
         assert "statistics" not in p.text and "nan" not in p.text
     assert _plain(Finding("entropy_drop", 1, "x", None, ev["entropy_drop"]), False).text.endswith("fell 75%.")
+    top = _plain(Finding("plateau", 1, "x", None, {"series": "pass@4", "breakpoint": 4.0, "headroom": 0.01}), False)
+    assert (top.title, top.text) == ("pass@4 at its ceiling", "pass@4 is at its maximum since step 4: nothing left to "
+                                                              "gain on it.")
     odd = _plain(Finding("something_new", 1, "its own words", None, {}), False)
     assert (odd.severity, odd.text, odd.stats) == ("info", "its own words", "")  # said once, not twice

@@ -93,11 +93,11 @@ def test_a_1001_group_by_hand(client: TestClient, verl_id: str, adv: str, fn: ob
     for (value, text), want in zip(shown.values(), expected, strict=True):
         assert value == pytest.approx(want, abs=1e-12)
         assert abs(value) == pytest.approx(by_hand, abs=1e-12)  # type: ignore[arg-type]
-        assert text == f"A {value:+.3f}"
+        assert text == f"adv {value:+.3f}"
     assert sorted(round(v, 9) for v, _ in shown.values()) == [round(-by_hand, 9)] * 2 + [round(by_hand, 9)] * 2
     for head, cards in groups(r.text):
         if "no signal" in head:
-            assert {t for _, t in cards.values()} == {"A 0"}  # a constant group: exactly 0
+            assert {t for _, t in cards.values()} == {"adv 0"}  # a constant group: exactly 0
 
 
 @pytest.mark.parametrize("adv", ESTIMATORS)
@@ -111,7 +111,7 @@ def test_every_value_is_the_replays(client: TestClient, built: tuple[Path, Path]
         for tid, (value, text) in shown.items():
             want = float(table[tid])
             if math.isnan(want):
-                assert value is None and text in ("A: ungraded", "A: no group")
+                assert value is None and text in ("adv: ungraded", "adv: no group")
             else:
                 assert value == pytest.approx(want, abs=1e-12), (step, tid)
                 seen += 1
@@ -121,16 +121,16 @@ def test_every_value_is_the_replays(client: TestClient, built: tuple[Path, Path]
 def test_ungraded_samples_have_no_advantage(client: TestClient) -> None:
     page = client.get(f"/runs/{RUN}/steps/2").text
     (head, cards), = [g for g in groups(page) if "2:g2" in g[0]]
-    assert cards["s2-g2-3"] == (None, "A: ungraded")  # never 0
+    assert cards["s2-g2-3"] == (None, "adv: ungraded")  # never 0
     assert "1 ungraded: left out of the group&#39;s statistics, no advantage" in head
     # the three graded samples, rewards 1, 0, 1: mean 2/3, std (n − 1) √(1/3)
     std = math.sqrt(1 / 3) + 1e-6
     assert cards["s2-g2-0"][0] == pytest.approx((1 / 3) / std)
     assert cards["s2-g2-1"][0] == pytest.approx((-2 / 3) / std)
-    assert cards["s2-g2-0"][1] == "A +0.577" and cards["s2-g2-1"][1] == "A -1.155"
+    assert cards["s2-g2-0"][1] == "adv +0.577" and cards["s2-g2-1"][1] == "adv -1.155"
 
 
-@pytest.mark.parametrize(("adv", "text"), [("grpo", "A +1.000"), ("rloo", "A 0"), ("dr_grpo", "A +1.000")])
+@pytest.mark.parametrize(("adv", "text"), [("grpo", "adv +1.000"), ("rloo", "adv 0"), ("dr_grpo", "adv +1.000")])
 def test_a_group_of_one_follows_the_estimators_rule(client: TestClient, adv: str, text: str) -> None:
     page = client.get(f"/runs/{RUN}/steps/4", params={"adv": adv}).text
     (head, cards), = [g for g in groups(page) if len(g[1]) == 1]
@@ -181,7 +181,7 @@ def test_the_table_view_has_the_advantage_column(client: TestClient) -> None:
     page = client.get(f"/runs/{RUN}/steps/2", params={"view": "table", "adv": "dr_grpo"}).text
     assert '<th title="under dr_grpo">advantage</th>' in page
     values = [float(x) for x in re.findall(r'<span class="adv" data-adv="([^"]+)"', page)]
-    assert len(values) == 11 and "A: ungraded" in page  # 12 samples, one ungraded
+    assert len(values) == 11 and "adv: ungraded" in page  # 12 samples, one ungraded
     assert sum(values) == pytest.approx(0.0, abs=1e-12)  # Dr. GRPO centres every group
 
 

@@ -362,6 +362,8 @@ def _words(f: Finding) -> tuple[str, str]:
         bp = ev.get("breakpoint")
         if k == "plateau":
             h = ev.get("headroom")
+            if h is not None and h <= CEILING:
+                return f"{cap} at its ceiling", f"{cap} is at its maximum since step {bp:.0f}: nothing left to gain on it."
             short = f", {h:.2f} short of the maximum" if h is not None and h > CEILING else ""
             return f"{cap} saturation", f"{cap} stopped improving after step {bp:.0f}{short}."
         if k == "ceiling":
