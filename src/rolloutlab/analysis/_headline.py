@@ -65,6 +65,10 @@ KIND_SEVERITY: dict[str, Severity] = {
 """Severity of the findings that do not carry one (health findings do): critical when the
 run is getting worse, warning when training more of the same is not paying, info else."""
 
+__doc__ = (__doc__ or "") + "\nSeverity of the findings without their own (:data:`KIND_SEVERITY`):\n\n" + "\n".join(
+    f"- {sev}: " + ", ".join(f"``{k}``" for k, v in KIND_SEVERITY.items() if v == sev)
+    for sev in SEVERITY_ORDER) + "\n"
+
 T_CRIT = 2.0
 """|t| at or past which a slope counts as a change: ``saturation_verdict``'s ``t_crit`` and
 the rising/declining rules of the findings."""

@@ -139,7 +139,7 @@ works offline (everything is in this file)</p>
 {% if runs|length > 1 %}<h3>{{ r.name }}</h3>{% endif %}
 <ol class="findings">
 {% for f in r.headline.findings %}
-<li class="finding" data-kind="{{ f.kind }}"><span class="sev sev-{{ f.severity }}">{{ f.severity }}</span><b>{{ f.title }}</b>{% if f.in_headline %} <span class="meta">(in the headline)</span>{% endif %}{% if f.text %}: {{ f.text }}{% endif %}{% if f.steps %} <span class="meta">(steps {{ f.steps[0] }}–{{ f.steps[1] }})</span>{% endif %}
+<li class="finding" data-kind="{{ f.kind }}"><span class="sev sev-{{ f.severity }}">{{ f.severity }}</span><b>{{ f.title }}</b>{% if f.in_headline %} <span class="meta">(in the headline)</span>{% endif %}{% if f.text %}: {{ f.text }}{% endif %}{% if f.steps %} <span class="meta">({% if f.steps[0] == f.steps[1] %}step {{ f.steps[0] }}{% else %}steps {{ f.steps[0] }}–{{ f.steps[1] }}{% endif %})</span>{% endif %}
 {% if f.stats or f.actions|length > 1 %}<details class="stats"><summary>statistics</summary>{% if f.stats %}<p>{{ f.stats }}</p>{% endif %}
 {% if f.actions|length > 1 %}<p>Also worth trying:</p><ul>{% for act in f.actions[1:] %}<li>{{ act }}</li>{% endfor %}</ul>{% endif %}</details>{% endif %}
 </li>
