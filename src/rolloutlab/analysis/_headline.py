@@ -260,12 +260,9 @@ def _evaluation(a: Analysis, basis: list[str]) -> str:
     steps = a.steps
     n = len(steps)
     groups = steps["groups"] if "groups" in steps else pd.Series(dtype=float)
-    if len(groups) and groups.max() > 0:
-        lo, hi = int(groups.min()), int(groups.max())
-        on = f"on {hi} tasks" if lo == hi else f"on {lo}–{hi} tasks"
-    else:
-        lo, hi = int(steps["trajectories"].min()), int(steps["trajectories"].max())
-        on = f"on {hi} samples" if lo == hi else f"on {lo}–{hi} samples"
+    counts, what = (groups, "task") if len(groups) and groups.max() > 0 else (steps["trajectories"], "sample")
+    lo, hi = int(counts.min()), int(counts.max())
+    on = f"on {hi} {what}{'' if hi == 1 else 's'}" if lo == hi else f"on {lo}–{hi} {what}s"
     noun = "checkpoint" if n == 1 else "checkpoints"
     score = steps["mean_reward"].dropna()
     succ = steps["success_rate"] if "success_rate" in steps else pd.Series(dtype=float)

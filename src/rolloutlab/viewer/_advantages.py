@@ -14,7 +14,7 @@ group's statistics come from the whole group, as in training.
   a group id gets none either (*no group*): a group-relative advantage needs its group.
 - A group with one graded sample follows the estimator's own rule (:data:`SINGLETON`).
 - The default is the run's own estimator when it recorded one of these (``algorithm``,
-  with verl's and SkyRL's spellings), else ``grpo``; the page says which and why.
+  verl's spelling too), else ``grpo``; the page says which and why.
 """
 
 from __future__ import annotations
