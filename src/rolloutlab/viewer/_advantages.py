@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from rolloutlab.analysis._replay import OUTCOME_ESTIMATORS, outcome_advantages
+from rolloutlab.analysis import OUTCOME_ESTIMATORS, outcome_advantages
 from rolloutlab.viewer import _queries as Q
 
 ESTIMATORS: tuple[str, ...] = OUTCOME_ESTIMATORS

@@ -97,8 +97,7 @@ class Analyses:
         return d
 
     def _analyse(self, run_id: str, split: str) -> Dash:
-        from rolloutlab.analysis import analyze_run
-        from rolloutlab.analysis._headline import headline
+        from rolloutlab.analysis import analyze_run, headline
 
         try:
             st = Store(self.path)  # its own connection: the analysis runs beside the page queries
