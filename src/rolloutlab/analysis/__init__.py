@@ -11,7 +11,8 @@
 - metrics-only runs: :func:`metric_step_table` (canonical names, :data:`CANONICAL_METRICS`),
   :func:`analyze_metrics`, :func:`compare_metric_runs`
 - everything at once: :func:`analyze` / :func:`analyze_run` → :class:`Analysis` with
-  ranked :class:`Finding` s
+  ranked :class:`Finding` s; :func:`headline` → :class:`Headline`, the plain sentences and
+  findings (most severe first) the report and the viewer put at the top
 """
 
 from rolloutlab.analysis._analyze import Analysis, analyze, analyze_run
@@ -38,6 +39,7 @@ from rolloutlab.analysis._entropy import (
     fit_entropy_law,
 )
 from rolloutlab.analysis._findings import Finding
+from rolloutlab.analysis._headline import Headline, PlainFinding, headline
 from rolloutlab.analysis._health import (
     HEALTH_SCALARS,
     SIGNATURES,
@@ -61,7 +63,13 @@ from rolloutlab.analysis._passk import (
     passk_verdict,
     solve_rate_breakdown,
 )
-from rolloutlab.analysis._replay import REPLAY_ESTIMATORS, Replay, replay_advantages
+from rolloutlab.analysis._replay import (
+    OUTCOME_ESTIMATORS,
+    REPLAY_ESTIMATORS,
+    Replay,
+    outcome_advantages,
+    replay_advantages,
+)
 from rolloutlab.analysis._saturation import (
     BreakpointCI,
     FitStatus,
@@ -87,6 +95,7 @@ __all__ = [
     "CANONICAL_METRICS",
     "HEALTH_SCALARS",
     "METRICS",
+    "OUTCOME_ESTIMATORS",
     "REPLAY_ESTIMATORS",
     "SET_COLUMNS",
     "SIGNATURES",
@@ -101,11 +110,13 @@ __all__ = [
     "EntropyTrend",
     "Finding",
     "FitStatus",
+    "Headline",
     "HealthReport",
     "Metric",
     "MetricComparison",
     "Overtake",
     "PassKVerdict",
+    "PlainFinding",
     "Replay",
     "RunFrame",
     "SaturationVerdict",
@@ -131,11 +142,13 @@ __all__ = [
     "fit_entropy_law",
     "frame_from_records",
     "group_table",
+    "headline",
     "health_check",
     "health_findings",
     "health_table",
     "load_run",
     "metric_step_table",
+    "outcome_advantages",
     "overtake_step",
     "paired_diff_ci",
     "passk_table",

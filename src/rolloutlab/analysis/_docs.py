@@ -33,6 +33,7 @@ SECTIONS = [
     ("Per-turn process variants", "rolloutlab.algos._process"),
     ("Horizon schedules (ScalingInter-RL)", "rolloutlab.algos._horizon"),
     ("Findings", "rolloutlab.analysis._findings"),
+    ("The headline", "rolloutlab.analysis._headline"),
     ("Training-health signatures", "rolloutlab.analysis._health"),
     ("Healthy and planted-pathology runs", "rolloutlab.analysis._health_gen"),
 ]

@@ -80,7 +80,7 @@ def rank_findings(a: Analysis) -> list[Finding]:
         if fit.status != "ok":
             continue
         head = "" if v.headroom is None else f" with {max(v.headroom, 0.0):.2f} headroom left"
-        ev = {"breakpoint": fit.breakpoint, "early_slope": fit.early_slope, "late_slope": fit.late_slope,
+        ev = {"series": name, "breakpoint": fit.breakpoint, "early_slope": fit.early_slope, "late_slope": fit.late_slope,
               "late_t": fit.late_t, "headroom": v.headroom, "delta_bic": fit.delta_bic}
         if "breakpoint_ci" in sec:
             ci = sec["breakpoint_ci"]

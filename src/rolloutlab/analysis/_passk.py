@@ -94,6 +94,14 @@ def _sig(ci: BootstrapCI | None) -> int:
     return 1 if ci.low > 0 else (-1 if ci.high < 0 else 0)
 
 
+def verdict_window(n_steps: int) -> int:
+    """Steps in each of the verdict's early and late windows: ``max(1, min(10, n // 5))``.
+
+    The report's "last window" column and the headline's first → last numbers use it
+    too, so that every early-vs-late number on a page covers the same steps."""
+    return max(1, min(10, n_steps // 5))
+
+
 def passk_verdict(frame: RunFrame) -> PassKVerdict:
     g = _groups(frame)
     steps = np.sort(frame.traj["step"].unique())
@@ -101,7 +109,7 @@ def passk_verdict(frame: RunFrame) -> PassKVerdict:
         why = "no groups with known success" if g.empty else "only one step"
         return PassKVerdict("insufficient data", f"no verdict: {why}", 0, (0, 0), (0, 0), None, None, None, None, None)
     k = int(g["n"].mode().iloc[0])
-    w = max(1, min(10, len(steps) // 5))
+    w = verdict_window(len(steps))
     early_s, late_s = steps[:w], steps[-w:]
     early, late = g[g["step"].isin(early_s)], g[g["step"].isin(late_s)]
 

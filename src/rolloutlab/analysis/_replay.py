@@ -76,13 +76,15 @@ from rolloutlab.algos import (
 
 from ._data import RunFrame
 
-__all__ = ["REPLAY_ESTIMATORS", "Replay", "replay_advantages"]
+__all__ = ["OUTCOME_ESTIMATORS", "REPLAY_ESTIMATORS", "Replay", "outcome_advantages", "replay_advantages"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.intp]
 BoolArray = npt.NDArray[np.bool_]
 
 OUTCOME_ESTIMATORS = ("grpo", "grpo_no_std", "dr_grpo", "rloo", "reinforce_pp_baseline")
+"""The trajectory-level estimators: one advantage per sample (a trainer gives it to every
+response token)."""
 PROCESS_ESTIMATORS = ("per_turn_norm", "center_mean_std", "center_mean", "std_sum")
 REPLAY_ESTIMATORS = (*OUTCOME_ESTIMATORS, "gigpo", *PROCESS_ESTIMATORS)
 """Estimator ids :func:`replay_advantages` knows, in their default order."""
@@ -247,6 +249,29 @@ def _outcome(name: str, r: FloatArray, g: IntArray, s: IntArray, n_steps: int) -
     if name == "rloo":
         return rloo_advantages(r, g)
     return _reinforce_pp_baseline_per_step(r, g, s, n_steps)
+
+
+def outcome_advantages(name: str, rewards: npt.ArrayLike, group_ids: Sequence[Any],
+                       graded: npt.ArrayLike) -> FloatArray:
+    """One step's advantages ``(n,)`` under an outcome estimator, as :func:`replay_advantages`
+    computes them for that step (the viewer's step page shows these).
+
+    ``rewards (n,)`` (NaN where there is none), ``group_ids (n,)`` (None where the source
+    recorded no group), ``graded (n,)``.  A sample is replayed when it is graded, has a
+    reward and a group; the others get NaN and are left out of their group's statistics.
+    ``reinforce_pp_baseline`` whitens over the replayed samples given, so pass the whole
+    step.
+    """
+    if name not in OUTCOME_ESTIMATORS:
+        raise ValueError(f"unknown outcome estimator {name!r}; known: {', '.join(OUTCOME_ESTIMATORS)}")
+    r = np.asarray(rewards, dtype=np.float64)
+    group = pd.factorize(pd.Series(list(group_ids), dtype=object), use_na_sentinel=True)[0].astype(np.intp)
+    ok = np.asarray(graded, dtype=bool) & ~np.isnan(r) & (group >= 0)  # as _traj_inputs' ``replayed``
+    out = np.full(r.shape[0], np.nan)
+    if ok.any():
+        rep = np.flatnonzero(ok)
+        out[rep] = _outcome(name, r[rep], group[rep], np.zeros(rep.shape[0], dtype=np.intp), 1)
+    return out
 
 
 def _reinforce_pp_baseline_per_step(r: FloatArray, g: IntArray, s: IntArray, n_steps: int) -> FloatArray:

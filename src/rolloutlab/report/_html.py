@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from rolloutlab.analysis import headline
+from rolloutlab.analysis._passk import verdict_window
 from rolloutlab.report._figures import COMPARISON_FIGURES, FIGURES, Spec
 from rolloutlab.report._template import CSP, CSS, MACROS, SCRIPT, TEMPLATE
 
@@ -56,7 +58,7 @@ def _summary(r: ReportRun) -> dict[str, str]:
     a = r.analysis
     steps = a.steps
     n = len(steps)
-    w = max(1, min(10, n // 5))
+    w = verdict_window(n)
     late = steps.iloc[-w:] if n else steps
     span = f" (steps {int(late.index[0])}–{int(late.index[-1])})" if n else ""
     v = a.verdict
@@ -132,7 +134,7 @@ def render_html(runs: Sequence[ReportRun], figures: Sequence[tuple[str, Spec]], 
         generated=dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         title=title or ("rolloutlab report: " + ", ".join(r.name for r in runs)),
         runs=[{"name": r.name, "label": r.label, "labels": r.labels, "source": r.source or "—", "split": r.analysis.split,
-               "findings": r.analysis.findings, "verdict": r.analysis.verdict, "summary": _summary(r),
+               "headline": headline(r.analysis, name=r.name), "verdict": r.analysis.verdict, "summary": _summary(r),
                "success_rule": r.analysis.success_rule, "skipped": r.analysis.skipped, "samples": r.samples,
                "steps_total": len(r.analysis.steps)}
               for r in runs],

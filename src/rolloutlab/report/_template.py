@@ -21,11 +21,14 @@ main { max-width: 1400px; margin: 0 auto; padding: 16px 24px 64px; }
 h1 { font-size: 22px; margin: 8px 0 2px; } h2 { font-size: 18px; margin: 28px 0 8px; border-bottom: 1px solid var(--line); padding-bottom: 4px; }
 h3 { font-size: 15px; margin: 16px 0 6px; }
 .meta, .hint, .missing, .note { color: var(--muted); font-size: 13px; }
-ol.findings { padding-left: 22px; margin: 6px 0; } ol.findings li { margin: 4px 0; }
-.kind { display: inline-block; min-width: 78px; font-size: 11px; text-transform: uppercase; letter-spacing: .04em; color: #fff;
-        background: #888; border-radius: 3px; padding: 0 5px; margin-right: 6px; text-align: center; }
-.kind-plateau, .kind-declining, .kind-signal, .kind-entropy_collapse, .kind-ungraded, .kind-regressed { background: #b55; }
-.kind-rising, .kind-capability { background: #3a7; } .kind-reliability, .kind-entropy_law { background: #37a; }
+.headline { font-size: 15px; border-left: 4px solid var(--mixed); background: var(--bg); padding: 6px 12px; margin: 10px 0; }
+.headline p { margin: 2px 0; } .headline details { font-size: 13px; color: var(--muted); }
+ol.findings { list-style: none; padding-left: 0; margin: 6px 0; } ol.findings li { margin: 6px 0; }
+.sev { display: inline-block; min-width: 68px; font-size: 11px; text-transform: uppercase; letter-spacing: .04em; color: #fff;
+       background: #888; border-radius: 3px; padding: 0 5px; margin-right: 6px; text-align: center; }
+.sev-critical { background: #b33; } .sev-warning { background: #b7791f; } .sev-info { background: #37a; }
+details.stats { margin: 2px 0 0 78px; color: var(--muted); font-size: 13px; } details.stats summary { cursor: pointer; }
+details.stats p { margin: 2px 0; }
 .verdict { background: var(--bg); border-left: 3px solid var(--mixed); padding: 6px 10px; margin: 8px 0; }
 table { border-collapse: collapse; font-size: 13px; margin: 6px 0 12px; }
 th, td { border-bottom: 1px solid var(--line); padding: 3px 8px; text-align: left; vertical-align: top; }
@@ -120,18 +123,31 @@ TEMPLATE = """<!doctype html>
 works offline (everything is in this file)</p>
 </header>
 
+<section id="headline">
+{% for r in runs %}
+<div class="headline" id="headline-{{ loop.index0 }}">
+{% for sentence in r.headline.sentences %}<p>{{ sentence }}</p>{% endfor %}
+{% if r.headline.basis %}<details><summary>how these were computed</summary><ul>{% for b in r.headline.basis %}<li>{{ b }}</li>{% endfor %}</ul></details>{% endif %}
+</div>
+{% endfor %}
+</section>
+
 <section id="findings">
 <h2>Findings</h2>
+<p class="hint">Most severe first; the statistics behind each are one click away.</p>
 {% for r in runs %}
 {% if runs|length > 1 %}<h3>{{ r.name }}</h3>{% endif %}
 <ol class="findings">
-{% for f in r.findings %}
-<li class="finding"><span class="kind kind-{{ f.kind }}">{{ f.kind }}</span>{{ f.text }}{% if f.steps %} <span class="meta">(steps {{ f.steps[0] }}–{{ f.steps[1] }})</span>{% endif %}</li>
+{% for f in r.headline.findings %}
+<li class="finding" data-kind="{{ f.kind }}"><span class="sev sev-{{ f.severity }}">{{ f.severity }}</span><b>{{ f.title }}</b>{% if f.in_headline %} <span class="meta">(in the headline)</span>{% endif %}{% if f.text %}: {{ f.text }}{% endif %}{% if f.steps %} <span class="meta">({% if f.steps[0] == f.steps[1] %}step {{ f.steps[0] }}{% else %}steps {{ f.steps[0] }}–{{ f.steps[1] }}{% endif %})</span>{% endif %}
+{% if f.stats or f.actions|length > 1 %}<details class="stats"><summary>statistics</summary>{% if f.stats %}<p>{{ f.stats }}</p>{% endif %}
+{% if f.actions|length > 1 %}<p>Also worth trying:</p><ul>{% for act in f.actions[1:] %}<li>{{ act }}</li>{% endfor %}</ul>{% endif %}</details>{% endif %}
+</li>
 {% else %}
 <li class="finding">No findings: nothing in this run crossed a threshold.</li>
 {% endfor %}
 </ol>
-<p class="verdict"><b>pass@k vs mean: {{ r.verdict.verdict }}</b> — {{ r.verdict.explanation }}</p>
+{% if r.verdict.verdict not in r.headline.findings|map(attribute="kind")|list %}<p class="verdict"><b>pass@k vs mean: {{ r.verdict.verdict }}</b> — {{ r.verdict.explanation }}</p>{% endif %}
 {% endfor %}
 </section>
 

@@ -4,7 +4,8 @@ Routes (GET unless marked)::
 
     /                                  runs in the store
     /runs/{run}                        dashboard: findings, the report's figure grid, per-step table
-    /runs/{run}/steps/{step}           a step's groups side by side, or one table (filters, sort, pages)
+    /runs/{run}/steps/{step}           a step's groups side by side, or one table (filters, sort, pages),
+                                       each sample's advantage (``?adv=``, :mod:`._advantages`)
     /runs/{run}/traj?id=               one trajectory, turn by turn
     /runs/{run}/text?id=&turn=&field=  one whole text field as text/plain (for very long ones)
     /runs/{run}/task?id=&a=&b=         one task's trajectories at two steps, side by side
@@ -58,6 +59,13 @@ from starlette.exceptions import HTTPException
 from rolloutlab.io import RolloutlabError, Store
 from rolloutlab.io._store import slug
 from rolloutlab.viewer import _queries as Q
+from rolloutlab.viewer._advantages import (
+    ESTIMATORS,
+    FORMULA,
+    annotate,
+    default_estimator,
+    step_advantages,
+)
 from rolloutlab.viewer._compare_routes import add_routes
 from rolloutlab.viewer._dash import Analyses, plotly_js
 from rolloutlab.viewer._live import NotFound, StoreView
@@ -338,9 +346,11 @@ def create_app(store: str | Path, *, watch: float | None = None, allowed_hosts: 
                   "live_version": version, "live_on": live_default(entry["run"].get("status")) or bool(v.watch)}
         rule = v.view.success_rule(rid, split)
         common["success_rule"] = rule.text if rule is not None else None
-        if not counts:
-            return v.render("run.html", layout="train", steps=[], dash=None, fresh=True, charts=[], page=1, pages=1,
-                            step_rows=[], live_analysis="", **common)
+        if not counts:  # metrics only (or nothing yet): the analysis of its scalars, if it logged any
+            has_metrics = any(p["files"].get("metrics") for p in entry["parts"].values())
+            dash, fresh = v.analyses.get(rid, split, version) if has_metrics else (None, True)
+            return v.render("run.html", layout="train", steps=[], dash=dash, fresh=fresh, charts=[], page=1, pages=1,
+                            step_rows=[], live_analysis=dash.version if dash else "", **common)
         steps = Q.step_table(v.view, rid, split)
         dash, fresh = v.analyses.get(rid, split, version)
         page = Q.int_arg("page", a.get("page"), lo=1, hi=MAX_PAGE) or 1
@@ -403,11 +413,19 @@ def create_app(store: str | Path, *, watch: float | None = None, allowed_hosts: 
         per_page = Q.int_arg("per_page", a.get("per_page"), lo=1, hi=max(PER_PAGE[view])) or PER_PAGE[view][1]
         page = Q.int_arg("page", a.get("page"), lo=1, hi=MAX_PAGE) or 1
         f = Q.Filters.parse(a)
+        run = run_info(v.view.entry(rid))
+        adv_default, adv_why = default_estimator(run.get("algorithm"))
+        adv = Q.choice_arg("adv", a.get("adv"), ESTIMATORS, adv_default)
         fetch = Q.step_groups_page if view == "groups" else Q.step_table_page
         total, items = fetch(v.view, rid, split, step, f, sort=sort, desc=order == "desc", page=page, per_page=per_page)
+        annotate(items, step_advantages(v.view, rid, split, step, adv), groups=view == "groups")
         i = all_steps.index(step)
         keep = {"split": split, "view": view, "sort": sort, "order": order, "per_page": per_page, **f.args()}
-        return v.render("step.html", rid=rid, run=run_info(v.view.entry(rid)), split=split, splits=counts, step=step,
+        if adv != adv_default:
+            keep["adv"] = adv
+        return v.render("step.html", rid=rid, run=run, split=split, splits=counts, step=step,
+                        adv=adv, adv_default=adv_default, adv_why=adv_why, estimators=ESTIMATORS,
+                        adv_formula=FORMULA[adv],
                         row=row, view=view, sort=sort, order=order, sorts=list(sorts), per_page=per_page,
                         per_page_choices=PER_PAGE[view], page=page, pages=max(1, math.ceil(total / per_page)),
                         total=total, items=items, f=f, keep=keep, terminations=Q.terminations(v.view, rid, split, step),

@@ -29,7 +29,9 @@ class Dash:
     """What the dashboard shows from the analysis, computed once per run version."""
 
     version: str
-    findings: list[Any] = field(default_factory=list)
+    headline: Any = None
+    """:func:`rolloutlab.analysis._headline.headline` of the analysis: the sentences at the
+    top of the dashboard and the findings, most severe first, in plain words."""
     figures: list[tuple[str, str]] = field(default_factory=list)
     """(name, figure JSON) from :func:`rolloutlab.report.figure_specs`."""
     missing: dict[str, str] = field(default_factory=dict)
@@ -95,7 +97,7 @@ class Analyses:
         return d
 
     def _analyse(self, run_id: str, split: str) -> Dash:
-        from rolloutlab.analysis import analyze_run
+        from rolloutlab.analysis import analyze_run, headline
 
         try:
             st = Store(self.path)  # its own connection: the analysis runs beside the page queries
@@ -114,7 +116,7 @@ class Analyses:
             log.exception("analysis of %s (%s) failed", run_id, split)
             d.error = f"the analysis failed: {type(e).__name__}: {e}"
             return d
-        d.findings = list(a.findings)
+        d.headline = headline(a)
         # The success rule is the page's own (the same rule, shown once); these say what
         # the analysis could not compute and why.
         d.not_computed = list(a.skipped.items())
