@@ -45,7 +45,8 @@ def window_mean(ks: Sequence[int], first: bool) -> float:
 
 
 def g3(x: float) -> str:
-    return f"{round(x, 9):.3g}"
+    """Three significant digits with trailing zeros (0.5 → 0.500), as the headline prints."""
+    return f"{round(x, 9):#.3g}"
 
 
 def sentences(text: str) -> list[str]:
@@ -66,7 +67,7 @@ def test_rising_run() -> None:
     ks = [s + NOISE[s - 1] for s in range(1, 21)]
     h = headline(planted(ks))
     assert window_mean(ks, True) == pytest.approx(0.1) and window_mean(ks, False) == pytest.approx(0.5)
-    assert h.sentences[0] == "Reward 0.1 → 0.5 over 20 steps; success rose (10% → 50%); still rising at the end."
+    assert h.sentences[0] == "Reward 0.100 → 0.500 over 20 steps; success rose (10% → 50%); still rising at the end."
     rising = [f for f in h.findings if f.kind == "rising"]
     assert rising and rising[0].in_headline and rising[0].text == "" and "not saturated" in rising[0].stats
     check_findings(h)
@@ -127,10 +128,10 @@ def test_nan_rewards_say_what_cannot_be_computed() -> None:
 def test_evaluation_run() -> None:
     a = planted([10, 20, 15], split="eval", step_scale=100)
     h = headline(a)
-    assert h.sentences == ("Evaluated 3 checkpoints on 4 tasks; best mean score 0.5 at step 200, success 50% "
+    assert h.sentences == ("Evaluated 3 checkpoints on 4 tasks; best mean score 0.500 at step 200, success 50% "
                            "(last: 0.375 at step 300).",)
     one = headline(planted([12], split="eval", step_scale=100))
-    assert one.sentences == ("Evaluated 1 checkpoint on 4 tasks; mean score 0.3 at step 100, success 30%.",)
+    assert one.sentences == ("Evaluated 1 checkpoint on 4 tasks; mean score 0.300 at step 100, success 30%.",)
 
 
 def test_metrics_only_run() -> None:
@@ -166,7 +167,7 @@ def test_worst_health_finding_in_words() -> None:
 
 def test_name_is_put_in_front_as_given() -> None:
     h = headline(planted([s + NOISE[s - 1] for s in range(1, 21)]), name="<script>x</script>")
-    assert h.sentences[0].startswith("<script>x</script>: Reward 0.1 → 0.5")  # the page escapes it
+    assert h.sentences[0].startswith("<script>x</script>: Reward 0.100 → 0.500")  # the page escapes it
 
 
 def test_every_finding_kind_has_a_severity_and_words() -> None:

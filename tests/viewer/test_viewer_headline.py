@@ -239,6 +239,6 @@ def test_a_metrics_only_run_gets_its_own_headline(tmp_path: Path) -> None:
         page = c.get(f"/runs/{METRICS_ONLY}").text
     # reward/mean = 0.1·step for steps 1–10: windows of 2 steps, 0.15 and 0.95
     first = float(np.mean([0.1, 0.2]))
-    assert f"From logged scalars only (no rollouts recorded): reward {first:.3g} → 0.95 over 10 steps" in page
+    assert f"From logged scalars only (no rollouts recorded): reward {first:#.3g} → 0.950 over 10 steps" in page
     assert "has no trajectories: what follows is read from the scalars it logged" in page
     assert 'id="findings"' in page and 'id="figures"' not in page

@@ -139,8 +139,11 @@ def headline(a: Analysis, *, name: str | None = None) -> Headline:
 
 
 def _num(x: float) -> str:
-    # Rounded first, so that two sums of the same numbers in another order print alike.
-    return f"{round(x, 9):.3g}"
+    """Three significant digits, trailing zeros kept so that two numbers side by side read
+    alike (0.590 → 0.806, not 0.59 → 0.806); whole numbers from 100 up as they are.
+    Rounded first, so that two sums of the same numbers in another order print alike."""
+    x = round(x, 9)
+    return f"{x:.0f}" if abs(x) >= 100 and abs(x) < 1e6 else f"{x:#.3g}"
 
 
 def _pct(x: float) -> str:
