@@ -361,3 +361,17 @@ def test_an_unreadable_texts_file_is_named_and_the_others_answer(tmp_path: Path,
         assert {h["place"].run_id for h in got} == {RUN, st.resolve_run(VERL_NAME)}
         assert 'id="unreadable-texts"' in pages[0] and bad.name in pages[0]
         assert "rolloutlab check-store --repair --store" in pages[0]
+
+
+def test_the_pager_keeps_every_choice(client: TestClient, store: Path, verl_id: str) -> None:
+    params = {"q": "ANSWER", "run": [RUN, verl_id], "field": "response", "step_min": "1", "step_max": "4"}
+    want = slow_search(store, "answer", field="response", runs=(RUN, verl_id), step_min=1, step_max=4)
+    assert len(want) > S.PAGE_SIZE
+    first = client.get("/search", params=params)
+    link = re.search(r'<a href="([^"]+)">next ›</a>', first.text)
+    assert link is not None
+    nxt = htmllib.unescape(link.group(1))
+    assert parse_qs(urlsplit(nxt).query) == {**{k: v if isinstance(v, list) else [v] for k, v in params.items()},
+                                             "page": ["2"]}
+    second = client.get(nxt)
+    assert [h["place"] for h in hits(first.text) + hits(second.text)] == [p for p, _ in want]
