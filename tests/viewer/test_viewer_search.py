@@ -290,13 +290,23 @@ def test_a_match_past_the_trajectory_page_links_the_whole_text(tmp_path: Path) -
 # -- bounds, bad input, damage --------------------------------------------------------
 
 
-def test_the_scan_stops_after_the_cap(client: TestClient, store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(S, "CAP", 5)
-    monkeypatch.setattr(S, "BATCH_FILES", 1)
-    r = client.get("/search", params={"q": "final answer"})  # 12 match at step 1 of the agent run
-    assert "5+ trajectories match; the first 5 are listed" in text(r.text)
-    assert "searched 1 text file " in text(r.text)  # one step file of the agent run, not the 7 of the store
-    assert [h["place"] for h in hits(r.text)] == [p for p, _ in slow_search(store, "final answer")[:5]]
+@pytest.mark.parametrize(("cap", "batch", "files"), [
+    (5, (1, 1), 1),    # 12 match at step 1 of the agent run: its other steps are never read
+    (20, (1, 1), 2),
+    (20, (4, 64), 4),  # the first statement reads 4 files
+    (50, (1, 1), 5),   # the agent run's 4 steps hold 48: the verl run's first step too
+])
+def test_the_scan_stops_after_the_cap(store: Path, monkeypatch: pytest.MonkeyPatch, cap: int, batch: tuple[int, int],
+                                      files: int) -> None:
+    monkeypatch.setattr(S, "CAP", cap)
+    monkeypatch.setattr(S, "BATCH_FILES", batch)
+    want = slow_search(store, "answer")
+    assert len(want) > cap
+    with client_for(store) as c:  # an app of its own: no search kept from another test
+        got, pages = every_page(c, {"q": "answer"})
+    assert f"{cap}+ trajectories match; the first {cap} are listed" in text(pages[0])
+    assert f"searched {files} text file{'s' if files > 1 else ''} " in text(pages[0])
+    assert [(h["place"], h["places"]) for h in got] == want[:cap]
 
 
 @pytest.mark.parametrize("q", ["", "a", " b ", "    "])
