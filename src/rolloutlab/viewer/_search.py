@@ -183,7 +183,7 @@ class Searcher:
         out: dict[str, list[_Part]] = {}
         for rid in sorted(runs):
             parts = []
-            for part in manifest["runs"][rid]["parts"].values():
+            for part in manifest["runs"].get(rid, {}).get("parts", {}).values():  # gone: nothing
                 rel = part["files"].get("texts")
                 if not rel:
                     continue
