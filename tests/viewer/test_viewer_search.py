@@ -27,11 +27,11 @@ with warnings.catch_warnings():
 from collections.abc import Iterator
 
 import rolloutlab
-from rolloutlab.io import RunWriter
+from rolloutlab.io import RunWriter, read_run
 from rolloutlab.schema import Run, Trajectory, Turn
 from rolloutlab.viewer import _queries as Q
 from rolloutlab.viewer import _search as S
-from tests.viewer import HOSTILE_TRAJ, RUN, VERL_NAME, make_store
+from tests.viewer import HOSTILE_TRAJ, RUN, VERL_NAME, make_store, step_trajectories
 from tests.viewer.test_viewer import assert_escaped, client_for
 
 pytestmark = pytest.mark.filterwarnings("ignore:Using `httpx`:DeprecationWarning")
@@ -385,3 +385,26 @@ def test_the_pager_keeps_every_choice(client: TestClient, store: Path, verl_id: 
                                              "page": ["2"]}
     second = client.get(nxt)
     assert [h["place"] for h in hits(first.text) + hits(second.text)] == [p for p, _ in want]
+
+
+def test_a_file_replaced_during_the_scan_starts_the_search_again(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    store, run_dir = make_store(tmp_path)
+    real = S.Searcher._query
+    calls: list[list[str]] = []
+
+    def query(self: S.Searcher, con: Any, spec: S.Spec, needle: str, run_id: str, files: list[str]) -> Any:
+        if not calls:  # an ingest commits between the listing of the files and their reading
+            w = RunWriter(run_dir, read_run(run_dir))
+            w.write_step(1, [t.model_copy(update={"response": "brand new words"}) for t in step_trajectories(1)])
+            rolloutlab.ingest([run_dir], store)
+        calls.append(files)
+        return real(self, con, spec, needle, run_id, files)
+
+    monkeypatch.setattr(S.Searcher, "_query", query)
+    with client_for(store) as c:
+        got, pages = every_page(c, {"q": "brand new"})
+    assert not all(Path(f).exists() for f in calls[0])  # the first statement met a replaced file
+    assert [(h["place"], h["places"]) for h in got] == slow_search(store, "brand new")
+    assert len(got) == 12 and {h["place"].step for h in got} == {1}
+    assert 'id="unreadable-texts"' not in pages[0]
