@@ -12,7 +12,7 @@ Routes (GET unless marked)::
     /api/version, /api/runs/{run}/version   what the live pages poll
     /static/{name}                     the viewer's CSS and JS, and plotly.js (a fixed list)
     /compare, /api/scalars, /api/scalars/index, /api/compare   see :mod:`._compare_routes`
-    /search?q=&run=&field=&step_min=&step_max=&page=   text across steps and runs: see :mod:`._search_routes`
+    /search?q=&run=&field=&step_min=&step_max=&case=&page=   text across steps and runs: see :mod:`._search_routes`
 
 Read-only but for one action: ``POST /runs/{run}/reingest`` (and ``watch``, its timer)
 runs :func:`rolloutlab.ingest` on the sources the manifest records for that run, which
