@@ -107,7 +107,7 @@ def test_filter_sort_and_search_a_step(viewer: Server, watched: Any, shots: Path
     page.wait_for_url("**success=false**")
     classes = page.eval_on_selector_all("a.card", "els => els.map(e => e.className)")
     assert classes and all("fail" in c for c in classes)
-    page.fill("input[name=q]", "task-4: correct")
+    page.fill("#filters input[name=q]", "task-4: correct")
     page.select_option("select[name=success]", "any")
     page.select_option("select[name=view]", "table")
     page.click("#filters button[type=submit]")
@@ -115,7 +115,7 @@ def test_filter_sort_and_search_a_step(viewer: Server, watched: Any, shots: Path
     rows = page.locator("#trajectories tbody tr")
     assert rows.count() >= 1
     assert all("task-4: correct" in rows.nth(i).inner_text() for i in range(rows.count()))
-    page.fill("input[name=q]", "")
+    page.fill("#filters input[name=q]", "")
     page.click("#filters button[type=submit]")
     page.click("#trajectories th a >> text=reward")
     page.wait_for_url("**sort=reward**")

@@ -13,6 +13,7 @@ Routes (GET unless marked)::
     /api/version, /api/runs/{run}/version   what the live pages poll
     /static/{name}                     the viewer's CSS and JS, and plotly.js (a fixed list)
     /compare, /api/scalars, /api/scalars/index, /api/compare   see :mod:`._compare_routes`
+    /search?q=&run=&field=&step_min=&step_max=&case=&page=   text across steps and runs: see :mod:`._search_routes`
 
 Read-only but for one action: ``POST /runs/{run}/reingest`` (and ``watch``, its timer)
 runs :func:`rolloutlab.ingest` on the sources the manifest records for that run, which
@@ -70,6 +71,7 @@ from rolloutlab.viewer._compare_routes import add_routes
 from rolloutlab.viewer._dash import Analyses, plotly_js
 from rolloutlab.viewer._live import NotFound, StoreView
 from rolloutlab.viewer._render import environment, seg, svg_chart, url
+from rolloutlab.viewer._search_routes import add_routes as add_search_routes
 
 log = logging.getLogger("rolloutlab.viewer")
 
@@ -531,6 +533,7 @@ def create_app(store: str | Path, *, watch: float | None = None, allowed_hosts: 
         return FileResponse(p, media_type=media, headers={"Cache-Control": "public, max-age=3600"})
 
     add_routes(app, v)
+    add_search_routes(app, v)
     return app
 
 
