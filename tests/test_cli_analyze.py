@@ -37,6 +37,23 @@ def test_analyze_json_holds_every_section(tmp_path: Path, capsys: pytest.Capture
     assert all(f["text"] for f in d["findings"])
 
 
+def test_analyze_opens_with_the_same_headline_as_the_report_and_the_dashboard(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from rolloutlab import open_store
+    from rolloutlab.analysis import analyze_run, headline
+
+    src = write_demo(tmp_path / "src", steps=20)
+    assert main(["analyze", str(src), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    st = open_store(tmp_path / "cache")
+    h = headline(analyze_run(st, st.run_ids()[0]))
+    assert d["headline"] == {"sentences": list(h.sentences), "basis": list(h.basis)}
+    assert h.sentences[0].startswith("Reward ")
+    assert main(["analyze", str(src)]) == 0
+    out = capsys.readouterr().out
+    assert out.index(h.sentences[0][:40]) < out.index("Findings")
+
+
 def test_analyze_csv(tmp_path: Path) -> None:
     src = write_demo(tmp_path / "src", steps=12)
     assert main(["analyze", str(src), "--csv", str(tmp_path / "csv"), "--json"]) == 0

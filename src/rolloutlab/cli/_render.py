@@ -64,7 +64,12 @@ _FIT_TITLES = {"hinge": "two-segment hinge fit", "segments": "separate line per 
 
 def render_analysis(a: Any, comparison: Any = None, *, rows: int = 12, wide: bool = False) -> None:
     con = Console(highlight=False)
+    from rolloutlab.analysis import headline
+
     con.print(Text(f"{a.run_id} · split {a.split} · {len(a.steps)} steps · success = {a.success_rule}", style="bold"))
+    for sentence in headline(a).sentences:
+        con.print(Text(sentence))
+    con.print()
     con.print(Text("Findings", style="bold underline"))
     if not a.findings:
         con.print("  (nothing notable: see the tables)")

@@ -106,7 +106,10 @@ def analyze(
                 df.to_csv(csv / f"compare_{name}.csv")
             comparison["windows"].table.to_csv(csv / "compare_windows.csv")
     if json_:
-        out: dict[str, Any] = a.to_dict()
+        from rolloutlab.analysis import headline
+
+        h = headline(a)
+        out: dict[str, Any] = {"headline": {"sentences": list(h.sentences), "basis": list(h.basis)}, **a.to_dict()}
         if comparison is not None and "metrics" in comparison:
             out["comparison"] = {"metrics": comparison["metrics"].to_dict()}
         elif comparison is not None:
