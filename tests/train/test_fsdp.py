@@ -13,6 +13,8 @@ from safetensors.torch import load_file
 
 from rolloutlab.agent._hf import TinyModelConfig, _suppress_mask, tiny_model
 from rolloutlab.agent._tokenizers import guess_number_tokenizer
+from rolloutlab.train import TrainConfig
+from rolloutlab.train._model import build_model
 from rolloutlab.train._update import Updater
 
 from ._helpers import TINY, run_ranks, samples, tiny_config
@@ -22,11 +24,14 @@ from ._helpers import TINY, run_ranks, samples, tiny_config
 #   as in one process), two PPO epochs (a no-grad pass for the old log-probs), KL to a
 #   reference in the loss (a sharded reference under FSDP);
 # - "uneven": rank 0 holds groups 0-2 (9 samples, 5 micro-batches of 2), rank 1 group 3
-#   (3 samples, 2 micro-batches): rank 1 runs 3 idle passes to stay in step.
+#   (3 samples, 2 micro-batches): rank 1 runs 3 idle passes to stay in step;
+# - "lora": LoRA adapters (frozen and trained parameters in one FSDP unit), KL to the base
+#   model (adapters disabled: a forward of the sharded model).
 CASES = {
     "even": (("actor.mini_batches=2", "actor.ppo_epochs=2", "actor.kl_coef=0.1", "actor.micro_batch_size=2",
               "actor.loss_agg_mode=seq-mean-token-mean"), ({0, 2}, {1, 3})),
     "uneven": (("actor.micro_batch_size=2",), ({0, 1, 2}, {3})),
+    "lora": (("model.lora.enabled=true", "actor.kl_coef=0.1"), ({0, 2}, {1, 3})),
 }
 # no gradient clipping: the gradients are compared before Adam, which hides a wrong scale
 COMMON = ("rollout.tasks_per_step=4", "optim.lr=1e-3", "optim.grad_clip=null")
@@ -34,12 +39,12 @@ STEPS = 2  # two updates, so the second one starts from a moved Adam state
 
 UPDATE_SCRIPT = """
 import copy, os, sys, torch
-from rolloutlab.agent._hf import _suppress_mask, tiny_model
+from rolloutlab.agent._hf import _suppress_mask
 from rolloutlab.agent._tokenizers import guess_number_tokenizer
 from rolloutlab.train._parallel import gather_into, init_distributed, shard, wrap
 from rolloutlab.train._update import Updater, reference_model
 from tests.train._helpers import samples, tiny_config
-from tests.train.test_fsdp import CASES, COMMON, STEPS
+from tests.train.test_fsdp import CASES, COMMON, STEPS, _model
 rank, world, _ = init_distributed("cpu")
 tok = guess_number_tokenizer()
 out = {}
@@ -47,7 +52,7 @@ for case, (overrides, shares) in CASES.items():
     cfg = tiny_config(*COMMON, *overrides)
     mine = [s for s in samples(12, seed=5, groups=4) if s.group in shares[rank]]
     for strategy in ("ddp", "fsdp", "fsdp-noisy") if case == "uneven" else ("ddp", "fsdp"):
-        model = tiny_model(tok.vocab_size, seed=0)
+        model = _model(cfg)
         ref = reference_model(cfg, model)
         if ref is not None and strategy != "ddp":
             ref = shard(ref)
@@ -60,24 +65,31 @@ for case, (overrides, shares) in CASES.items():
                 s.advantages = [a if m else 123.0 for a, m in zip(s.advantages, s.loss_mask)]
         for _ in range(STEPS):
             up.update(batch)
-        full = tiny_model(tok.vocab_size, seed=1)
+        full = _model(cfg)
         gather_into(full, model)
-        grads = [p.grad.full_tensor() if hasattr(p.grad, "full_tensor") else p.grad for p in model.parameters()]
+        grads = [p.grad.full_tensor() if hasattr(p.grad, "full_tensor") else p.grad
+                 for p in model.parameters() if p.requires_grad]
         out[case, strategy] = ({k: v.clone() for k, v in full.state_dict().items()}, grads)
 torch.save(out, sys.argv[1].format(rank=rank))
 torch.distributed.destroy_process_group()
 """
 
 
+def _model(cfg: TrainConfig) -> torch.nn.Module:
+    """The trainer's model for ``cfg``, LoRA included; the seed fixes the adapters' init too."""
+    torch.manual_seed(cfg.seed)
+    return build_model(cfg)[0]
+
+
 def _one_process(case: str) -> tuple[dict[str, torch.Tensor], list[torch.Tensor]]:
     overrides, _ = CASES[case]
     tok = guess_number_tokenizer()
-    up = Updater(tiny_config(*COMMON, *overrides), tiny_model(tok.vocab_size, seed=0), pad_id=0,
-                 suppress=_suppress_mask(tok, tok.vocab_size, torch.device("cpu")))
+    cfg = tiny_config(*COMMON, *overrides)
+    up = Updater(cfg, _model(cfg), pad_id=0, suppress=_suppress_mask(tok, tok.vocab_size, torch.device("cpu")))
     batch = samples(12, seed=5, groups=4)
     for _ in range(STEPS):
         up.update(copy.deepcopy(batch))
-    return {k: v.clone() for k, v in up.model.state_dict().items()}, [p.grad for p in up.model.parameters()]
+    return {k: v.clone() for k, v in up.model.state_dict().items()}, [p.grad for p in up.model.parameters() if p.requires_grad]
 
 
 def _max_diff(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
@@ -89,11 +101,11 @@ def _max_diff(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
 def test_fsdp_update_equals_ddp_and_one_process(tmp_path: Path) -> None:
     run_ranks(UPDATE_SCRIPT, [str(tmp_path / "r{rank}.pt")], timeout=240)
     r0, r1 = torch.load(tmp_path / "r0.pt"), torch.load(tmp_path / "r1.pt")
-    init = tiny_model(16, seed=0).state_dict()
-    for case in CASES:
+    for case, (overrides, _) in CASES.items():
         fsdp, grads = r0[case, "fsdp"]
         # both ranks gather the same parameters
         assert all(torch.equal(fsdp[k], r1[case, "fsdp"][0][k]) for k in fsdp)
+        init = _model(tiny_config(*COMMON, *overrides)).state_dict()
         assert _max_diff(fsdp, init) > 1e-4  # two Adam steps at lr 1e-3 moved them
         # the same update as DDP and as one process on the union of the shares.  The gradients
         # (of the last mini-batch, after the first update) agree to float32 summation order:
@@ -104,7 +116,7 @@ def test_fsdp_update_equals_ddp_and_one_process(tmp_path: Path) -> None:
         # <= 1.2e-6 here, so 1e-5 (1 % of a step) while a missing share moves them ~1e-3.
         ddp, ddp_grads = r0[case, "ddp"]
         one, one_grads = _one_process(case)
-        names = [n for n, _ in tiny_model(16, seed=0).named_parameters()]
+        names = [n for n, p in _model(tiny_config(*COMMON, *overrides)).named_parameters() if p.requires_grad]
         for g, h, k in zip(grads, one_grads, names, strict=True):
             torch.testing.assert_close(g, h, rtol=1e-4, atol=1e-7, msg=f"{case}: gradient of {k}")
         for g, h, k in zip(ddp_grads, one_grads, names, strict=True):
