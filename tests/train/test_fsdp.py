@@ -151,6 +151,7 @@ torch.distributed.destroy_process_group()
 RESUME_SCRIPT = """
 import sys, torch
 from rolloutlab.train import resume
+torch.distributed.init_process_group("gloo")  # one group for the three runs (resume() ends a group it starts)
 root = sys.argv[1]
 for run in sys.argv[2:]:
     name, strategy = run.split(":")

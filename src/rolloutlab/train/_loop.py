@@ -113,7 +113,10 @@ class Trainer:
         if cfg.model.device == "cpu":
             torch.set_num_threads(max(1, cfg.trainer.threads))
         # launched by torchrun (WORLD_SIZE > 1): one process per rank
+        had_group = torch.distributed.is_initialized()
         self.rank, self.world, device = init_distributed(cfg.model.device)
+        self.owns_process_group = not had_group and torch.distributed.is_initialized()
+        """This trainer started the process group (:meth:`close` ends it)."""
         self.distributed = self.world > 1 or torch.distributed.is_initialized()
         self.fsdp = self.distributed and cfg.trainer.strategy == "fsdp"
         self.spec: EnvSpec = get_env_spec(cfg.env.id)
@@ -533,6 +536,13 @@ class Trainer:
                 self.writer.close(status=status)
         return TrainResult(self.run_dir, self.step, list_checkpoints(self.run_dir), self.history)
 
+    def close(self) -> None:
+        """End the process group if this trainer started it: a torchrun rank that exits with
+        it open can abort in gloo's threads ("terminate called without an active exception")."""
+        if self.owns_process_group and torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
+            self.owns_process_group = False
+
 
 class _Progress:
     """A rich progress bar with the key figures of the last step."""
@@ -574,7 +584,11 @@ def train(
     on_step: Callable[[int, dict[str, float | None]], None] | None = None,
 ) -> TrainResult:
     """Start a run in ``out`` and train (see :class:`Trainer`)."""
-    return Trainer(cfg, out, progress=progress).run(steps=steps, on_step=on_step)
+    t = Trainer(cfg, out, progress=progress)
+    try:
+        return t.run(steps=steps, on_step=on_step)
+    finally:
+        t.close()
 
 
 def resume(
@@ -596,4 +610,7 @@ def resume(
     if overrides and t.writer is not None:
         t.writer.run.config = cfg.to_dict()
         t.writer.write_run()
-    return t.run(steps=steps)
+    try:
+        return t.run(steps=steps)
+    finally:
+        t.close()
