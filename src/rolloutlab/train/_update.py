@@ -390,7 +390,9 @@ class Updater:
             ref = self.ref_logprobs(b)
             if not live:
                 continue
-            kl = kl_penalty(lp, ref, a.kl_estimator) * b.mask[:, s0:]
+            # where, not a product: suppressed ids (role markers) on mask-0 positions have
+            # log-prob -inf under both models, and -inf - -inf is NaN
+            kl = torch.where(b.mask[:, s0:] > 0, kl_penalty(lp, ref, a.kl_estimator), torch.zeros_like(lp))
             for s, v in zip(chunk, kl.sum(-1).tolist(), strict=True):
                 pen[s.episode] -= a.kl_coef * float(v)
         return pen
