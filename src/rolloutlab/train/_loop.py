@@ -117,7 +117,7 @@ class Trainer:
         self.rank, self.world, device = init_distributed(cfg.model.device)
         self.owns_process_group = not had_group and torch.distributed.is_initialized()
         """This trainer started the process group (:meth:`close` ends it)."""
-        self.distributed = self.world > 1 or torch.distributed.is_initialized()
+        self.distributed = torch.distributed.is_initialized()
         self.fsdp = self.distributed and cfg.trainer.strategy == "fsdp"
         self.spec: EnvSpec = get_env_spec(cfg.env.id)
         if cfg.algorithm.adv_estimator == "gigpo" and not self.spec.has_anchor:
