@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import random
+import socket
+import subprocess
+import sys
 from collections.abc import Sequence
 
 from rolloutlab.train import TrainConfig, load_config
@@ -51,3 +55,37 @@ def grads(model: object) -> list:
 
 def flat(xs: Sequence) -> list[float]:
     return [float(v) for x in xs for v in x.flatten()]
+
+
+def free_port() -> int:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def run_ranks(script: str, args: Sequence[str], *, world: int = 2, timeout: float = 300) -> list[str]:
+    """Run ``python -c script *args`` as ``world`` ranks of one process group on this machine
+    (the environment ``torchrun`` sets: RANK, WORLD_SIZE, MASTER_ADDR/PORT); the CPU ranks use
+    gloo.  Returns each rank's output; a rank that fails fails the test with its output."""
+    port = free_port()
+    procs = []
+    for rank in range(world):
+        env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank),
+               "WORLD_SIZE": str(world), "LOCAL_RANK": str(rank), "OMP_NUM_THREADS": "1"}
+        procs.append(subprocess.Popen([sys.executable, "-c", script, *args], env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    outs = []
+    try:
+        for p in procs:
+            out, _ = p.communicate(timeout=timeout)
+            outs.append(out)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    for rank, (p, out) in enumerate(zip(procs, outs, strict=True)):
+        assert p.returncode == 0, f"rank {rank} failed:\n{out}"
+    return outs

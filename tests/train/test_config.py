@@ -101,3 +101,10 @@ def test_bad_yaml_names_file_and_line(tmp_path: Path) -> None:
 def test_preset_loads_with_the_tiny_model(preset: str) -> None:
     cfg = load_config(preset, ["model.tiny=true"])
     assert cfg.model.tiny
+
+
+def test_strategy_is_ddp_or_fsdp() -> None:
+    assert load_config(None, TINY).trainer.strategy == "ddp"
+    assert load_config(None, [*TINY, "trainer.strategy=fsdp"]).trainer.strategy == "fsdp"
+    with pytest.raises(ConfigError, match=r"trainer\.strategy='zero3' is not one of: ddp, fsdp"):
+        load_config(None, [*TINY, "trainer.strategy=zero3"])

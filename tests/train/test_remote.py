@@ -32,6 +32,7 @@ def test_a_run_samples_on_the_server(tmp_path: Path) -> None:
     assert {r["turns"][0]["action"] for r in rows} == {"3"}
     m = orjson.loads((tmp_path / "r" / "metrics.jsonl").read_bytes().splitlines()[0])["metrics"]
     assert "rollout/sampler_trainer_kl" in m  # the mock's -0.5 log-probs differ from the trainer's
+    assert 0 < m["timing/generation_s"] <= m["timing/rollout_s"]  # the server's busy time is part of the rollout
 
 
 def test_vllm_lora_reload_is_called_with_the_checkpoint(tmp_path: Path) -> None:

@@ -138,3 +138,34 @@ def test_lr_schedule_warmup_then_cosine() -> None:
 def test_tiny_model_is_about_75k_parameters() -> None:
     n = sum(p.numel() for p in tiny_model(16, seed=0).parameters())
     assert 60_000 < n < 100_000
+
+
+def test_kl_in_reward_penalty_equals_a_per_token_sum() -> None:
+    """Regression: observation tokens holding role markers (log-prob -inf under both models)
+    made every penalty NaN, and with it the advantages: KL in the reward never trained."""
+    import math
+
+    up = _updater("actor.kl_coef=0.1", "actor.kl_in=reward", "actor.kl_estimator=k3")
+    ss = _sampler_consistent(up, samples(4, seed=3))
+    assert up.kl_reward_penalty(ss, 4) == pytest.approx([0.0] * 4, abs=1e-6)  # policy == reference
+    up.update(ss, kl_in_reward=True)
+    pen = up.kl_reward_penalty(ss, 4)
+    suppress = set(guess_number_tokenizer().suppress_ids)
+
+    def logp(model: torch.nn.Module, ids: list[int], t: int) -> float:
+        with torch.no_grad():
+            logits = model(input_ids=torch.tensor([ids[:t]])).logits[0, -1].tolist()
+        allowed = [x for i, x in enumerate(logits) if i not in suppress]
+        top = max(allowed)
+        return logits[ids[t]] - top - math.log(sum(math.exp(x - top) for x in allowed))
+
+    for s, p in zip(ss, pen, strict=True):
+        ids = s.prompt_ids + s.response_ids
+        total = 0.0
+        for j, m in enumerate(s.loss_mask):
+            if m:
+                t = len(s.prompt_ids) + j
+                d = logp(up.model, ids, t) - logp(up.ref_model, ids, t)
+                total += math.exp(-d) - 1 + d
+        assert math.isfinite(p) and p == pytest.approx(-0.1 * total, rel=1e-4, abs=1e-9)
+    assert any(p < 0 for p in pen)  # the update moved the policy away from the reference

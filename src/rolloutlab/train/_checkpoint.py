@@ -3,7 +3,8 @@
 A checkpoint folder holds the model in the ``save_pretrained`` layout (so evaluation loads it
 with ``hf:PATH`` and no trainer), the tokenizer, and ``trainer_state.pt``: optimizer,
 scheduler, every RNG (python, numpy, torch), the task sampler's position, the horizon state
-and the step.  It is written under a temporary name and renamed when complete, so a killed
+and the step.  Weights and optimizer state are full (unsharded), whatever
+``trainer.strategy`` wrote them, so any strategy resumes them.  It is written under a temporary name and renamed when complete, so a killed
 run leaves only whole checkpoints; :func:`latest_checkpoint` ignores anything else.
 """
 
@@ -23,7 +24,7 @@ from rolloutlab.agent._hf import save_model
 from rolloutlab.agent._types import ChatTokenizer
 from rolloutlab.io import RolloutlabError
 
-__all__ = ["CKPT_FMT", "checkpoint_step", "latest_checkpoint", "list_checkpoints", "load_checkpoint", "save_checkpoint"]
+__all__ = ["CKPT_FMT", "checkpoint_step", "latest_checkpoint", "list_checkpoints", "load_state", "load_weights", "save_checkpoint"]
 
 CKPT_FMT = "step_{:06d}"
 _CKPT = re.compile(r"^step_(\d{6,})$")
@@ -83,30 +84,34 @@ def save_checkpoint(run_dir: Path, step: int, model: Any, tokenizer: ChatTokeniz
     return final
 
 
-def load_checkpoint(path: Path, model: Any) -> dict[str, Any]:
-    """Load the weights of checkpoint ``path`` into ``model``; returns the trainer state
-    (RNGs already restored)."""
+def load_weights(path: Path, model: Any) -> None:
+    """Load the weights of checkpoint ``path`` into the unsharded ``model`` (the trainer
+    shards it afterwards under FSDP)."""
     from safetensors.torch import load_file
 
-    target = model.module if isinstance(model, torch.nn.parallel.DistributedDataParallel) else model
     adapter = path / "adapter_model.safetensors"
     if adapter.exists():
         from peft import set_peft_model_state_dict
 
-        set_peft_model_state_dict(target, load_file(str(adapter)))
-    else:
-        files = sorted(path.glob("*.safetensors"))
-        if not files:
-            raise RolloutlabError(f"{path}: checkpoint has no weights (*.safetensors)")
-        sd: dict[str, torch.Tensor] = {}
-        for f in files:
-            sd.update(load_file(str(f)))
-        missing, unexpected = target.load_state_dict(sd, strict=False)
-        tied = {k for k in missing if k.endswith("lm_head.weight")}
-        if set(missing) - tied or unexpected:
-            raise RolloutlabError(f"{path}: weights do not fit the model (missing {sorted(set(missing) - tied)[:5]}, unexpected {list(unexpected)[:5]})")
-        if tied and hasattr(target, "tie_weights"):
-            target.tie_weights()
+        set_peft_model_state_dict(model, load_file(str(adapter)))
+        return
+    files = sorted(path.glob("*.safetensors"))
+    if not files:
+        raise RolloutlabError(f"{path}: checkpoint has no weights (*.safetensors)")
+    sd: dict[str, torch.Tensor] = {}
+    for f in files:
+        sd.update(load_file(str(f)))
+    missing, unexpected = model.load_state_dict(sd, strict=False)
+    tied = {k for k in missing if k.endswith("lm_head.weight")}
+    if set(missing) - tied or unexpected:
+        raise RolloutlabError(f"{path}: weights do not fit the model (missing {sorted(set(missing) - tied)[:5]}, unexpected {list(unexpected)[:5]})")
+    if tied and hasattr(model, "tie_weights"):
+        model.tie_weights()
+
+
+def load_state(path: Path) -> dict[str, Any]:
+    """The trainer state of checkpoint ``path`` (RNGs already restored); its ``optimizer`` is
+    the full state keyed by parameter name (:func:`rolloutlab.train._parallel.optimizer_state`)."""
     state: dict[str, Any] = torch.load(path / STATE_FILE, weights_only=False)
     set_rng_state(state["rng"])
     return state

@@ -296,6 +296,14 @@ class TrainerConfig:
     """Keep only the newest this many checkpoints; 0 keeps all (evaluation reads them)."""
     threads: int = 2
     """``torch.set_num_threads`` on the CPU."""
+    strategy: Literal["ddp", "fsdp"] = "ddp"
+    """Data parallelism under ``torchrun`` (WORLD_SIZE > 1; one process ignores it): ``ddp``
+    replicates the model on every rank (torch DDP); ``fsdp`` shards parameters, gradients and
+    optimizer state over the ranks (FSDP2 ``fully_shard``, a unit per decoder layer).  With
+    ``fsdp`` and ``rollout.backend=local`` every rank also keeps an unsharded copy to sample
+    with, refreshed after each update; with a server, rank 0 keeps one on the CPU to write
+    checkpoints from.  Checkpoints are full either way, so a run resumes under the other
+    strategy (``rolloutlab.train._parallel``)."""
     deterministic: bool = True
     """Reseed the sampler from (seed, step) each step so rollouts are a pure function of the
     step (exact resume)."""

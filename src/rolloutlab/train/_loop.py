@@ -33,6 +33,7 @@ full); the ScalingInter cap follows the step alone (see ``max_rounds_at``).
 from __future__ import annotations
 
 import asyncio
+import copy
 import math
 import os
 import shutil
@@ -56,13 +57,23 @@ from rolloutlab.schema import Run, Trajectory
 from rolloutlab.train._checkpoint import (
     latest_checkpoint,
     list_checkpoints,
-    load_checkpoint,
+    load_state,
+    load_weights,
     save_checkpoint,
 )
 from rolloutlab.train._config import ConfigError, TrainConfig
 from rolloutlab.train._data import Group, TaskSampler, compute_advantages, zero_variance
 from rolloutlab.train._logging import MetricLogger, make_loggers
-from rolloutlab.train._update import Updater
+from rolloutlab.train._parallel import (
+    gather_into,
+    init_distributed,
+    load_optimizer_state,
+    optimizer_state,
+    shard,
+    unwrap,
+    wrap,
+)
+from rolloutlab.train._update import Updater, reference_model
 
 __all__ = ["TrainResult", "Trainer", "horizon_at", "train"]
 
@@ -101,13 +112,13 @@ class Trainer:
         self.show_progress = cfg.logging.progress if progress is None else progress
         if cfg.model.device == "cpu":
             torch.set_num_threads(max(1, cfg.trainer.threads))
-        if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.distributed.is_initialized():
-            # launched by torchrun: one process per rank; gloo on the CPU, nccl on GPUs
-            backend = "nccl" if cfg.model.device.startswith("cuda") else "gloo"
-            torch.distributed.init_process_group(backend)
-        self.distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
-        self.rank = torch.distributed.get_rank() if self.distributed else 0
-        self.world = torch.distributed.get_world_size() if self.distributed else 1
+        # launched by torchrun (WORLD_SIZE > 1): one process per rank
+        had_group = torch.distributed.is_initialized()
+        self.rank, self.world, device = init_distributed(cfg.model.device)
+        self.owns_process_group = not had_group and torch.distributed.is_initialized()
+        """This trainer started the process group (:meth:`close` ends it)."""
+        self.distributed = torch.distributed.is_initialized()
+        self.fsdp = self.distributed and cfg.trainer.strategy == "fsdp"
         self.spec: EnvSpec = get_env_spec(cfg.env.id)
         if cfg.algorithm.adv_estimator == "gigpo" and not self.spec.has_anchor:
             raise ConfigError(
@@ -118,20 +129,31 @@ class Trainer:
 
         torch.manual_seed(cfg.seed)
         np.random.seed(cfg.seed % 2**32)
-        self.model, self.tokenizer = build_model(cfg)
-        if self.distributed:
-            from torch.nn.parallel import DistributedDataParallel
-
-            self.model = DistributedDataParallel(self.model)
+        model, self.tokenizer = build_model(cfg, device=device)
         from rolloutlab.agent._hf import HFPolicy, _suppress_mask
 
-        inner = self.model.module if self.distributed else self.model
-        vocab = int(inner.get_output_embeddings().weight.shape[0])
-        suppress = _suppress_mask(self.tokenizer, vocab, next(inner.parameters()).device)
-        self.updater = Updater(cfg, self.model, pad_id=int(getattr(self.tokenizer, "pad_token_id", 0)), suppress=suppress, distributed=self.distributed)
+        vocab = int(model.get_output_embeddings().weight.shape[0])
+        suppress = _suppress_mask(self.tokenizer, vocab, next(model.parameters()).device)
+        ref = reference_model(cfg, model)  # the initial weights, taken before a resume loads others
+        self._resume_from = latest_checkpoint(self.run_dir) if resume else None
+        if self._resume_from is not None:
+            load_weights(self._resume_from, model)  # unsharded: FSDP shards what was loaded
+        self.full: Any = None
+        """FSDP only: an unsharded copy of the policy, refreshed from the shards (``gather_into``);
+        with backend=local every rank samples with it, else rank 0 writes checkpoints from it (CPU)."""
+        if self.fsdp and (cfg.rollout.backend == "local" or self.rank == 0):
+            self.full = copy.deepcopy(model).to(device if cfg.rollout.backend == "local" else "cpu")
+            self.full.requires_grad_(False)
+        self.model = wrap(model, cfg.trainer.strategy) if self.distributed else model
+        if self.fsdp and ref is not None:
+            ref = shard(ref)
+        self.updater = Updater(cfg, self.model, pad_id=int(getattr(self.tokenizer, "pad_token_id", 0)), suppress=suppress,
+                               distributed=self.distributed, ref_model=ref)
         self.policy: Any
         if cfg.rollout.backend == "local":
-            self.policy = HFPolicy(inner, self.tokenizer, name="trainer", seed=cfg.seed)
+            # a sharded forward is a collective: ranks sampling different lengths would deadlock
+            sampler = self.full if self.fsdp else model
+            self.policy = HFPolicy(sampler, self.tokenizer, name="trainer", seed=cfg.seed)
         else:
             from rolloutlab.train._remote import RemotePolicy
 
@@ -182,13 +204,13 @@ class Trainer:
         self.writer = RunWriter(d, run)
 
     def _resume(self) -> None:
-        ck = latest_checkpoint(self.run_dir)
+        ck = self._resume_from  # its weights are in the model already
         if ck is None:
             # nothing to continue from: start over (the run dir keeps no step of a previous try)
             self._truncate_after(0)
             return
-        state = load_checkpoint(ck, self.model)
-        self.updater.optimizer.load_state_dict(state["optimizer"])
+        state = load_state(ck)
+        load_optimizer_state(self.model, self.updater.optimizer, state["optimizer"])
         self.updater.scheduler.load_state_dict(state["scheduler"])
         self.sampler.load_state_dict(state["sampler"])
         self.step = int(state["step"])
@@ -359,17 +381,19 @@ class Trainer:
         n_eps = sum(len(g.episodes) for g in groups)
         samples, adv_diag = compute_advantages(cfg, groups) if groups else ([], {})
         upd: dict[str, float] = {}
-        if cfg.actor.kl_coef > 0 and cfg.actor.kl_in == "reward" and samples:
-            shift = self.updater.kl_reward_penalty(samples, n_eps)
-            samples, adv_diag = compute_advantages(cfg, groups, reward_shift=shift)
-            upd["actor/kl_in_reward"] = -float(np.mean(shift)) / cfg.actor.kl_coef
         has_data = bool(samples) and any(any(s.loss_mask) for s in samples)
-        if self.distributed:
+        if self.distributed:  # every rank trains, or none (the update is a collective)
             flag = torch.tensor([1.0 if has_data else 0.0])
             torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MIN)
             has_data = bool(flag.item())
+        if has_data and cfg.actor.kl_coef > 0 and cfg.actor.kl_in == "reward":
+            shift = self.updater.kl_reward_penalty(samples, n_eps)
+            samples, adv_diag = compute_advantages(cfg, groups, reward_shift=shift)
+            upd["actor/kl_in_reward"] = -float(np.mean(shift)) / cfg.actor.kl_coef
         if has_data:
             upd.update(self.updater.update(samples, kl_in_reward=cfg.actor.kl_in == "reward"))
+            if self.full is not None and cfg.rollout.backend == "local":
+                gather_into(self.full, self.model)  # the next step samples with the new weights
             self._empty_steps = 0
         else:
             self._empty_steps += 1
@@ -455,24 +479,36 @@ class Trainer:
     # ---------------------------------------------------------------- checkpoint
 
     def save(self) -> Path | None:
-        if self.rank != 0:
-            return None
+        """Write a checkpoint (rank 0); every rank calls it, as gathering the full state is a
+        collective under FSDP.  Returns the folder on rank 0, None elsewhere."""
+        optimizer = optimizer_state(self.model, self.updater.optimizer)
+        if self.fsdp and self.cfg.rollout.backend != "local":
+            gather_into(self.full, self.model)  # with backend=local it is refreshed after every update
+        path = self._write_checkpoint(optimizer) if self.rank == 0 else None
+        if hasattr(self.policy, "after_save"):
+            if path is not None:
+                self.policy.after_save(path)
+            if self.distributed:  # every rank's client asks for the weights the server now has
+                name = [self.policy.model]
+                torch.distributed.broadcast_object_list(name, src=0)
+                self.policy.model = name[0]
+        return path
+
+    def _write_checkpoint(self, optimizer: dict[str, Any]) -> Path:
         state = {
-            "optimizer": self.updater.optimizer.state_dict(),
+            "optimizer": optimizer,
             "scheduler": self.updater.scheduler.state_dict(),
             "sampler": self.sampler.state_dict(),
             "horizon": {"max_rounds": horizon_at(self.cfg, max(1, self.step), self.spec.max_turns)},
             "empty_steps": self._empty_steps,
             "policy_generator": self.policy.generator.get_state() if hasattr(self.policy, "generator") else None,
         }
-        inner = self.model.module if self.distributed else self.model
-        path = save_checkpoint(self.run_dir, self.step, inner, self.tokenizer, state)
+        weights = self.full if self.fsdp else unwrap(self.model)
+        path = save_checkpoint(self.run_dir, self.step, weights, self.tokenizer, state)
         keep = self.cfg.trainer.keep_checkpoints
         if keep:
             for old in list_checkpoints(self.run_dir)[:-keep]:
                 shutil.rmtree(old, ignore_errors=True)
-        if hasattr(self.policy, "after_save"):
-            self.policy.after_save(path)
         return path
 
     # ------------------------------------------------------------------------ run
@@ -499,6 +535,13 @@ class Trainer:
             if self.writer is not None:
                 self.writer.close(status=status)
         return TrainResult(self.run_dir, self.step, list_checkpoints(self.run_dir), self.history)
+
+    def close(self) -> None:
+        """End the process group if this trainer started it: a torchrun rank that exits with
+        it open can abort in gloo's threads ("terminate called without an active exception")."""
+        if self.owns_process_group and torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
+            self.owns_process_group = False
 
 
 class _Progress:
@@ -541,7 +584,11 @@ def train(
     on_step: Callable[[int, dict[str, float | None]], None] | None = None,
 ) -> TrainResult:
     """Start a run in ``out`` and train (see :class:`Trainer`)."""
-    return Trainer(cfg, out, progress=progress).run(steps=steps, on_step=on_step)
+    t = Trainer(cfg, out, progress=progress)
+    try:
+        return t.run(steps=steps, on_step=on_step)
+    finally:
+        t.close()
 
 
 def resume(
@@ -563,4 +610,7 @@ def resume(
     if overrides and t.writer is not None:
         t.writer.run.config = cfg.to_dict()
         t.writer.write_run()
-    return t.run(steps=steps)
+    try:
+        return t.run(steps=steps)
+    finally:
+        t.close()

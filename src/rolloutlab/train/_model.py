@@ -26,8 +26,9 @@ def tiny_tokenizer_for(env_id: str) -> WordTokenizer | ByteTokenizer:
     return guess_number_tokenizer() if env_id.startswith("guess-number") else ByteTokenizer()
 
 
-def build_model(cfg: TrainConfig) -> tuple[Any, WordTokenizer | ByteTokenizer | HFChatTokenizer]:
-    """The model to train and its tokenizer, on ``cfg.model.device``, in train mode."""
+def build_model(cfg: TrainConfig, *, device: str | None = None) -> tuple[Any, WordTokenizer | ByteTokenizer | HFChatTokenizer]:
+    """The model to train and its tokenizer, on ``device`` (default ``cfg.model.device``; a
+    data-parallel rank passes its own GPU), in eval mode (the update switches modes)."""
     m = cfg.model
     if m.tiny:
         tok: WordTokenizer | ByteTokenizer | HFChatTokenizer = tiny_tokenizer_for(cfg.env.id)
@@ -66,6 +67,6 @@ def build_model(cfg: TrainConfig) -> tuple[Any, WordTokenizer | ByteTokenizer | 
             model,
             LoraConfig(r=m.lora.r, lora_alpha=m.lora.alpha, lora_dropout=m.lora.dropout, target_modules=targets, task_type="CAUSAL_LM"),
         )
-    model.to(m.device)
+    model.to(device or m.device)
     model.eval()
     return model, tok

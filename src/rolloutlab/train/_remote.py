@@ -17,6 +17,7 @@ sampling) is the usual companion; the sampler/trainer KL is logged either way.
 from __future__ import annotations
 
 import math
+import time
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,10 @@ class RemotePolicy:
         self.sync_dir = Path(cfg.rollout.sync_dir) if cfg.rollout.sync_dir else run_dir / "weights"
         self.policy_version: int | None = None
         self.gen_seconds = 0.0
+        """Wall time with at least one request in flight (the trainer's ``timing/generation_s``;
+        episodes run concurrently, so per-request times would add up to more than the step)."""
+        self._in_flight = 0
+        self._busy_since = 0.0
         self.synced: list[str] = []
         """Weight folders the server was pointed at, in order."""
 
@@ -58,9 +63,17 @@ class RemotePolicy:
         }
         if request.seed is not None:
             body["seed"] = request.seed
-        # one client per call: the trainer runs each step in its own event loop
-        async with httpx.AsyncClient(timeout=600.0) as client:
-            r = await client.post(f"{self.base_url}/completions", json=body)
+        if self._in_flight == 0:
+            self._busy_since = time.perf_counter()
+        self._in_flight += 1
+        try:
+            # one client per call: the trainer runs each step in its own event loop
+            async with httpx.AsyncClient(timeout=600.0) as client:
+                r = await client.post(f"{self.base_url}/completions", json=body)
+        finally:
+            self._in_flight -= 1
+            if self._in_flight == 0:
+                self.gen_seconds += time.perf_counter() - self._busy_since
         if r.status_code != 200:
             raise RolloutlabError(f"{self.base_url}/completions answered {r.status_code}: {r.text[:200]}")
         choice = r.json()["choices"][0]

@@ -14,6 +14,12 @@ no-grad pass computes them before the first update.  The sampler's log-probs ser
 measure the sampler/trainer mismatch (logged) and, with ``actor.tis_cap``, to weight tokens
 by truncated importance sampling.
 
+**Data parallel** (``rolloutlab.train._parallel``).  Each rank trains on its share of the
+groups; the reduction weights are global, and DDP / FSDP average gradients, so the update is
+the one of a single process on the whole batch.  Every rank runs the same number of
+mini-batches and micro-batches (a collective per forward under FSDP, per optimizer step
+under both): a rank short of data runs passes on an idle sample whose loss weight is zero.
+
 **Mask check.**  The trainer trains exactly on ``loss_mask == 1`` tokens.  A token that the
 mask marks as sampled but whose sampler log-prob is exactly 0.0 (what the agent loop writes
 on observation tokens) while the trainer gives it less than ``exp(-1)`` is a masking
@@ -39,8 +45,9 @@ from rolloutlab.io import RolloutlabError
 from rolloutlab.train._config import TrainConfig
 from rolloutlab.train._data import TrainSample
 from rolloutlab.train._loss import kl_penalty, policy_loss, token_weights
+from rolloutlab.train._parallel import unwrap
 
-__all__ = ["Batch", "MaskMismatchError", "Updater", "collate", "lr_lambda"]
+__all__ = ["Batch", "MaskMismatchError", "Updater", "collate", "lr_lambda", "reference_model"]
 
 
 class MaskMismatchError(RolloutlabError):
@@ -105,8 +112,22 @@ def collate(samples: Sequence[TrainSample], pad_id: int, device: torch.device | 
     return Batch(ids.to(dev), attn.to(dev), mask.to(dev), slp.to(dev), adv.to(dev), min(len(s.prompt_ids) for s in samples))
 
 
-def _unwrap(model: Any) -> Any:
-    return model.module if hasattr(model, "module") and isinstance(model, torch.nn.parallel.DistributedDataParallel) else model
+def reference_model(cfg: TrainConfig, model: Any) -> Any | None:
+    """A frozen copy of ``model`` for the KL term, or None when none is needed (no KL, or a
+    PEFT model whose base, adapters disabled, is the reference).  Take it before sharding."""
+    if cfg.actor.kl_coef <= 0 or _is_peft(model):
+        return None
+    ref = copy.deepcopy(unwrap(model))
+    for p in ref.parameters():
+        p.requires_grad_(False)
+    ref.eval()
+    return ref
+
+
+def _idle_sample(pad_id: int) -> TrainSample:
+    """What a rank short of data runs so that every rank makes the same passes: one token,
+    masked, so its loss weight and gradient are zero."""
+    return TrainSample([pad_id], [pad_id], [0], [0.0], [0.0], group=-1, episode=-1)
 
 
 class Updater:
@@ -120,7 +141,11 @@ class Updater:
         pad_id: int,
         suppress: torch.Tensor | None = None,
         distributed: bool = False,
+        ref_model: Any | None = None,
     ) -> None:
+        """``model`` is plain, DDP-wrapped or FSDP-sharded; ``ref_model`` the frozen KL
+        reference (default: :func:`reference_model` of ``model``, which cannot copy a sharded
+        model: the trainer passes one sharded alike)."""
         self.cfg = cfg
         self.model = model
         self.pad_id = pad_id
@@ -136,14 +161,7 @@ class Updater:
         )
         total = cfg.trainer.total_steps * cfg.actor.ppo_epochs * cfg.actor.mini_batches
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_lambda(cfg, total))
-        self.ref_model: Any = None
-        a = cfg.actor
-        if a.kl_coef > 0 and not _is_peft(model):
-            ref = copy.deepcopy(_unwrap(model))
-            for p in ref.parameters():
-                p.requires_grad_(False)
-            ref.eval()
-            self.ref_model = ref
+        self.ref_model: Any = ref_model if ref_model is not None else reference_model(cfg, model)
         self.fwd_bwd_seconds = 0.0
         """Time inside model forward and backward passes (benchmarks)."""
 
@@ -171,7 +189,7 @@ class Updater:
         if self.ref_model is not None:
             lp, _, _ = self._forward(self.ref_model, batch, with_entropy=False)
             return lp
-        with _unwrap(self.model).disable_adapter():  # PEFT: the base model is the reference
+        with unwrap(self.model).disable_adapter():  # PEFT: the base model is the reference
             lp, _, _ = self._forward(self.model, batch, with_entropy=False)
         return lp
 
@@ -209,6 +227,9 @@ class Updater:
         per_mb = max(1, math.ceil(len(groups) / a.mini_batches))
         mini = [[s for s in samples if s.group in set(groups[k : k + per_mb])] for k in range(0, len(groups), per_mb)]
         mini = [m for m in mini if m] or [list(samples)]
+        if self.distributed:  # every rank makes the same optimizer steps
+            mini += [[] for _ in range(int(self._global(len(mini), "max")) - len(mini))]
+        plan = [self._lockstep(list(self._chunks(mb))) for mb in mini]
         single_update = a.ppo_epochs == 1 and len(mini) == 1
         acc: dict[str, float] = {}
         counts: dict[str, float] = {}
@@ -221,34 +242,35 @@ class Updater:
             acc[k] = acc.get(k, 0.0) + v * w
             counts[k] = counts.get(k, 0.0) + w
 
-        old: dict[int, torch.Tensor] = {}
+        old: dict[tuple[int, int], torch.Tensor] = {}
         if not single_update:
             t0 = time.perf_counter()
             with torch.no_grad():
-                for mi, mb in enumerate(mini):
-                    for ci, chunk in enumerate(self._chunks(mb)):
+                for mi, chunks in enumerate(plan):
+                    for ci, (chunk, _live) in enumerate(chunks):
                         b = collate(chunk, self.pad_id, self._device())
                         lp, _, s0 = self._forward(model, b, with_entropy=False)
-                        old[mi * 100000 + ci] = lp.detach()
-                        self._mismatch_metrics(add, lp, b, s0)
+                        old[mi, ci] = lp.detach()
+                        self._mismatch_metrics(add, lp, b, s0)  # nothing from an idle pass: no tokens
             fb += time.perf_counter() - t0
         grad_norms: list[float] = []
         lrs: list[float] = []
         for _epoch in range(a.ppo_epochs):
-            for mi, mb in enumerate(mini):
+            for mi, (mb, chunks) in enumerate(zip(mini, plan, strict=True)):
                 # reduction normalisers over the whole mini-batch, on every rank
                 n_tok_local = float(sum(sum(s.loss_mask) for s in mb))
                 live_local = float(sum(1 for s in mb if any(s.loss_mask)))
-                len_local = float(max(len(s.response_ids) for s in mb))
+                len_local = float(max((len(s.response_ids) for s in mb), default=0))
                 total_tokens = self._global(n_tok_local)
                 live = self._global(live_local)
                 norm_c = a.loss_norm_constant if a.loss_norm_constant is not None else self._global(len_local, "max")
                 self.optimizer.zero_grad(set_to_none=True)
-                chunks = list(self._chunks(mb))
-                for ci, chunk in enumerate(chunks):
+                for ci, (chunk, live) in enumerate(chunks):
                     b = collate(chunk, self.pad_id, self._device())
                     sync = ci == len(chunks) - 1
-                    ctx = model.no_sync() if (self.distributed and not sync) else nullcontext()
+                    # DDP all-reduces on the last micro-batch only; FSDP reduce-scatters each one
+                    ddp = isinstance(model, torch.nn.parallel.DistributedDataParallel)
+                    ctx = model.no_sync() if (ddp and not sync) else nullcontext()
                     with ctx:
                         t0 = time.perf_counter()
                         need_ent = True
@@ -262,7 +284,7 @@ class Updater:
                             ent = torch.where(m > 0, ent, torch.zeros_like(ent))
                         if a.check_masks:
                             self.check_masks(chunk, lp.detach(), b, s0)
-                        old_lp = lp.detach() if single_update else torch.where(m > 0, old[mi * 100000 + ci], torch.zeros_like(lp))
+                        old_lp = lp.detach() if single_update else torch.where(m > 0, old[mi, ci], torch.zeros_like(lp))
                         slp = b.sampler_lp[:, s0:]
                         adv = b.adv[:, s0:]
                         w = token_weights(
@@ -288,8 +310,10 @@ class Updater:
                             loss = loss + a.kl_coef * kl_term
                             add("actor/kl_loss", float(kl_term.detach()))
                         t0 = time.perf_counter()
-                        (loss * self.world).backward()  # DDP averages over ranks; the weights already sum over them
+                        (loss * self.world).backward()  # DDP/FSDP average over ranks; the weights already sum over them
                         fb += time.perf_counter() - t0
+                    if not live:
+                        continue
                     ntok = float(m.sum())
                     add("actor/pg_loss", pg_part)
                     add("actor/pg_clipfrac", float(pl.clipfrac), ntok)
@@ -347,6 +371,12 @@ class Updater:
         for k in range(0, len(mb), size):
             yield list(mb[k : k + size])
 
+    def _lockstep(self, chunks: list[list[TrainSample]]) -> list[tuple[list[TrainSample], bool]]:
+        """``(micro-batch, live)`` pairs, as many on every rank: a rank with fewer micro-batches
+        than the most loaded one adds idle passes (``live`` false, loss weight zero)."""
+        n = int(self._global(len(chunks), "max")) if self.distributed else len(chunks)
+        return [(c, True) for c in chunks] + [([_idle_sample(self.pad_id)], False)] * (n - len(chunks))
+
     # ---------------------------------------------------------------- KL in reward
 
     @torch.no_grad()
@@ -354,18 +384,22 @@ class Updater:
         """``-kl_coef * sum_t KL_t`` per episode (KL in the reward, before advantages)."""
         a = self.cfg.actor
         pen = [0.0] * n_episodes
-        for chunk in self._chunks(samples):
+        for chunk, live in self._lockstep(list(self._chunks(samples))):
             b = collate(chunk, self.pad_id, self._device())
             lp, _, s0 = self._forward(self.model, b, with_entropy=False)
             ref = self.ref_logprobs(b)
-            kl = kl_penalty(lp, ref, a.kl_estimator) * b.mask[:, s0:]
+            if not live:
+                continue
+            # where, not a product: suppressed ids (role markers) on mask-0 positions have
+            # log-prob -inf under both models, and -inf - -inf is NaN
+            kl = torch.where(b.mask[:, s0:] > 0, kl_penalty(lp, ref, a.kl_estimator), torch.zeros_like(lp))
             for s, v in zip(chunk, kl.sum(-1).tolist(), strict=True):
                 pen[s.episode] -= a.kl_coef * float(v)
         return pen
 
 
 def _is_peft(model: Any) -> bool:
-    m = _unwrap(model)
+    m = unwrap(model)
     return hasattr(m, "disable_adapter") and hasattr(m, "peft_config")
 
 
