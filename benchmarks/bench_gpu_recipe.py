@@ -179,7 +179,7 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(30)
 
 
-def report(run_dir: Path, ranks: int) -> str:
+def report(run_dir: Path) -> str:
     """The figures of a finished run directory (see the module docstring), at most 80 columns."""
     import orjson
 
@@ -191,8 +191,7 @@ def report(run_dir: Path, ranks: int) -> str:
         v = r["metrics"].get(k)
         return float(v) if v is not None else float("nan")
 
-    # metrics are means over the ranks: tokens are summed back over them
-    tokens = [g(r, "perf/tokens_per_s") * g(r, "timing/step_s") * ranks for r in rows]
+    tokens = [g(r, "perf/sampled_tokens") for r in rows]  # summed over the ranks by the trainer
     stamps = [(run_dir / "rollouts" / f"step_{r['step']:06d}.jsonl").stat().st_mtime for r in rows]
     lines = []
     if len(rows) >= 2:
@@ -246,7 +245,7 @@ def run(plan: Plan, args: argparse.Namespace, base_url: str) -> int:
     finally:
         if server is not None:
             stop(server)
-    print(report(plan.run_dir, plan.ranks))
+    print(report(plan.run_dir))
     return 0
 
 

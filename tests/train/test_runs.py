@@ -151,3 +151,14 @@ def test_success_improves_for_three_seeds(tmp_path: Path) -> None:
         first, last = sum(succ[:3]) / 3, sum(succ[-4:]) / 4
         gains.append((first, last))
     assert all(last - first > 0.07 for first, last in gains), gains
+
+
+def test_under_torchrun_only_rank_0_prints_the_summary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    from rolloutlab.cli import main
+
+    for rank, says in (("1", False), ("0", True)):  # WORLD_SIZE unset: one process that reads its RANK
+        monkeypatch.setenv("RANK", rank)
+        args = ["train", *TINY, *SMALL, "trainer.total_steps=1", "--out", str(tmp_path / rank), "--no-progress"]
+        assert main(args) == 0
+        assert ("run: " in capsys.readouterr().out) is says

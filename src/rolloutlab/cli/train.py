@@ -9,6 +9,7 @@ key is refused with the list of valid ones.  ``--out`` is the run directory itse
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -49,6 +50,8 @@ def train(
         cfg = load_config(config, ovs)
         run_dir = out if out is not None else Path("runs") / cfg.name
         res = train_run(cfg, run_dir, steps=steps, progress=not no_progress)
+    if os.environ.get("RANK", "0") != "0":
+        return  # under torchrun rank 0 speaks for the run
     last = res.history[-1] if res.history else {}
     succ = last.get("success/rate")
     console.print(f"run: {res.run_dir}  (last step {res.last_step})", highlight=False)

@@ -88,6 +88,30 @@ def horizon_at(cfg: TrainConfig, step: int, env_max_turns: int) -> int:
     return int(cfg.rollout.max_turns or env_max_turns)
 
 
+SUMMED = frozenset({"rollout/retried_groups", "rollout/dropped_groups", "rollout/filtered_groups",
+                    "perf/sampled_tokens"})
+"""Per-rank counts: the step's value is their sum over the ranks."""
+MAXED = frozenset({"rollout/refills"})
+"""Per-rank rounds: the step's value is the largest rank's."""
+
+
+def combine_ranks(shares: Sequence[dict[str, float | None]]) -> dict[str, float | None]:
+    """One metrics dict from each rank's: :data:`SUMMED` keys summed, :data:`MAXED` the
+    largest, any other the mean over the ranks that have a value (None where none has)."""
+    out: dict[str, float | None] = {}
+    for k in sorted({k for d in shares for k in d}):
+        vals = [float(v) for d in shares if (v := d.get(k)) is not None]
+        if not vals:
+            out[k] = None
+        elif k in SUMMED:
+            out[k] = float(sum(vals))
+        elif k in MAXED:
+            out[k] = max(vals)
+        else:
+            out[k] = float(np.mean(vals))
+    return out
+
+
 def _seed(*parts: object) -> int:
     return zlib.crc32("/".join(map(str, parts)).encode()) & 0x7FFFFFFF
 
@@ -274,12 +298,17 @@ class Trainer:
 
         distinct_seeds = cfg.rollout.backend != "local"  # a server honours per-request seeds
 
+        def label(g: int) -> int:
+            # the group's index among every rank's groups (rank r holds r, r + world, …): ids
+            # and environment seeds are those of the same group in one process, never repeated
+            return self.rank + g * self.world
+
         async def one(task: Task, g: int, i: int) -> Episode:
-            env_seed = _seed(cfg.seed, step, tag, g, i if distinct_seeds else "")
+            env_seed = _seed(cfg.seed, step, tag, label(g), i if distinct_seeds else "")
             async with sem:
                 return await run_episode(
                     factory, self.policy, task, config=loop_cfg, seed=env_seed, step=step,
-                    traj_id=f"{step}-{tag}{g}-{i}", group_id=f"{step}-{tag}{g}", sample_idx=i,
+                    traj_id=f"{step}-{tag}{label(g)}-{i}", group_id=f"{step}-{tag}{label(g)}", sample_idx=i,
                     policy_version=step - 1,
                 )
 
@@ -289,8 +318,8 @@ class Trainer:
             from rolloutlab.train._ray import run_on_ray
 
             jobs = [EpisodeSpec(env=cfg.env.id, env_kwargs=kwargs, task=t,
-                                seed=_seed(cfg.seed, step, tag, g, i if distinct_seeds else ""), step=step,
-                                traj_id=f"{step}-{tag}{g}-{i}", group_id=f"{step}-{tag}{g}", sample_idx=i,
+                                seed=_seed(cfg.seed, step, tag, label(g), i if distinct_seeds else ""), step=step,
+                                traj_id=f"{step}-{tag}{label(g)}-{i}", group_id=f"{step}-{tag}{label(g)}", sample_idx=i,
                                 policy_version=step - 1)
                     for g, t in enumerate(tasks) for i in range(n)]
             eps = await run_on_ray(cfg, self.tokenizer, self.run_dir, self.policy.model, step - 1, jobs, loop_cfg)
@@ -398,17 +427,20 @@ class Trainer:
         else:
             self._empty_steps += 1
         self.step = step
-        trained = [e for g in groups for e in g.episodes]
-        metrics = self._metrics(step, trained, aside, m, adv_diag, upd, max_turns)
+        trained = [e.trajectory for g in groups for e in g.episodes]
+        set_aside = [(e.trajectory, why) for e, why in aside]
+        if self.distributed:  # every rank's share: the step's file and its metrics hold them all
+            trained, set_aside = self._everyone(trained, set_aside)
+        m["perf/sampled_tokens"] = float(sum(sum(s.loss_mask) for s in samples))
+        metrics = self._metrics(step, trained, set_aside, m, adv_diag, upd, max_turns)
         metrics["timing/rollout_s"] = rollout_s
         metrics["timing/generation_s"] = gen_s
         metrics["timing/env_and_loop_s"] = max(0.0, rollout_s - gen_s)
         step_s = time.perf_counter() - t_step
         metrics["timing/step_s"] = step_s
-        sampled = sum(sum(s.loss_mask) for s in samples)
-        metrics["perf/tokens_per_s"] = sampled / step_s if step_s > 0 else None
+        metrics["perf/tokens_per_s"] = (metrics["perf/sampled_tokens"] or 0.0) / step_s if step_s > 0 else None
         if self.rank == 0:
-            self._write_step(step, trained, aside)
+            self._write_step(step, trained, set_aside)
             assert self.writer is not None
             self.writer.log_metrics(step, metrics)
             for lg in self.loggers:
@@ -425,15 +457,26 @@ class Trainer:
         self.history.append(metrics)
         return metrics
 
+    def _everyone(self, trained: list[Trajectory], aside: list[tuple[Trajectory, str]]
+                  ) -> tuple[list[Trajectory], list[tuple[Trajectory, str]]]:
+        """Every rank's trajectories, in rank order, on every rank (a collective)."""
+        shares: list[Any] = [None] * self.world
+        torch.distributed.all_gather_object(shares, (trained, aside))
+        return [t for tr, _ in shares for t in tr], [x for _, a in shares for x in a]
+
     def _metrics(
-        self, step: int, trained: list[Episode], aside: list[tuple[Episode, str]], m: dict[str, float],
+        self, step: int, trained: list[Trajectory], aside: list[tuple[Trajectory, str]], m: dict[str, float],
         adv_diag: dict[str, float], upd: dict[str, float], max_turns: int,
     ) -> dict[str, float | None]:
+        """The step's metrics.  ``trained`` and ``aside`` are every rank's: what is read from
+        the trajectories is exact over the whole step.  The rest is this rank's own; under
+        ``torchrun`` it is combined over the ranks (:data:`SUMMED` summed, :data:`MAXED` the
+        largest, the others — rates, advantage statistics, losses — the mean of the ranks that
+        have a value)."""
         def mean(xs: Sequence[float]) -> float | None:
             return float(np.mean(xs)) if len(xs) else None
 
-        tr = [e.trajectory for e in trained]
-        every = tr + [e.trajectory for e, why in aside if why in ("zero_variance", "surplus")]
+        every = trained + [t for t, why in aside if why in ("zero_variance", "surplus")]
         graded = [t for t in every if t.graded]
         out: dict[str, float | None] = {
             "reward/mean": mean([float(t.reward) for t in graded if t.reward is not None]),
@@ -443,27 +486,23 @@ class Trainer:
             "episode/invalid_actions_mean": mean([float(t.invalid_actions or 0) for t in every]),
             "response/length_mean": mean([float(t.response_tokens or 0) for t in every]),
             "rollout/episodes": float(len(every)),
-            "rollout/trained_groups": float(len({t.group_id for t in tr})),
+            "rollout/trained_groups": float(len({t.group_id for t in trained})),
             "max_rounds": float(max_turns),
         }
-        out.update(m)
-        out.update(adv_diag)
-        out.update(upd)
+        own: dict[str, float | None] = {**m, **adv_diag, **upd}
         if self.distributed:
-            keys = sorted(k for k, v in out.items() if v is not None)
-            vals = torch.tensor([float(out[k]) for k in keys], dtype=torch.float64)  # type: ignore[arg-type]
-            torch.distributed.all_reduce(vals)
-            for k, v in zip(keys, vals.tolist(), strict=True):
-                out[k] = v / self.world
+            shares: list[Any] = [None] * self.world
+            torch.distributed.all_gather_object(shares, own)
+            own = combine_ranks(shares)
+        out.update(own)
         return out
 
-    def _write_step(self, step: int, trained: list[Episode], aside: list[tuple[Episode, str]]) -> None:
+    def _write_step(self, step: int, trained: list[Trajectory], aside: list[tuple[Trajectory, str]]) -> None:
         if not self.cfg.logging.write_rollouts:
             return
         assert self.writer is not None
-        trajs: list[Trajectory] = [e.trajectory for e in trained]
-        for e, why in aside:
-            t = e.trajectory
+        trajs = list(trained)
+        for t, why in aside:
             trajs.append(t.model_copy(update={"extras": {**t.extras, "dropped": why}}))
         try:
             self.writer.write_step(step, trajs)
