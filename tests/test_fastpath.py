@@ -20,6 +20,7 @@ import pytest
 
 import rolloutlab
 from rolloutlab.io import InputError, PartSink
+from rolloutlab.io._ndjson import polars_module
 from rolloutlab.io.importers import _verl_fast
 from rolloutlab.io.importers.verl import VerlImporter
 
@@ -185,14 +186,16 @@ def test_cli_import_is_light() -> None:
 
 
 def test_ingest_command_loads_neither_pandas_nor_duckdb(tmp_path: Path) -> None:
-    """The ingest command's process imports what ingesting needs: pyarrow, not pandas
-    (pyarrow would import it to type-check values) nor duckdb (queries only)."""
+    """The ingest command's process imports what ingesting needs: pyarrow and polars
+    when installed, not pandas (pyarrow would import it to type-check values), duckdb
+    (queries only) nor pydantic's records."""
     dump = make_verl_dump(tmp_path / "dump", steps=2, trajs=16)
     code = ("import sys\nfrom rolloutlab.cli import main\n"
             f"assert main(['ingest', {str(dump)!r}, '--store', {str(tmp_path / 'st')!r}, '--json']) == 0\n"
-            "print('LOADED', *(m for m in ('pandas', 'duckdb', 'polars', 'torch') if m in sys.modules))")
+            "print('LOADED', *(m for m in ('pandas', 'duckdb', 'polars', 'torch', 'rolloutlab.schema._records')"
+            " if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.splitlines()[-1] == "LOADED"
+    assert out.splitlines()[-1] == ("LOADED polars" if polars_module() is not None else "LOADED")
     assert rolloutlab.open_store(tmp_path / "st").sql("SELECT count(*) FROM trajectories").fetchall() == [(32,)]
 
 

@@ -425,7 +425,9 @@ def _read_parts(importer: Importer, todo: list[tuple[str, str, Part, str]], run_
         size = sum(p.stat().st_size for _, _, part, _ in todo for p in part.paths)
         jobs = min(os.cpu_count() or 1, 4) if size >= PARALLEL_MIN_BYTES and len(todo) > 1 else 1
     if jobs <= 1:
-        for uid, fp, part, stem in todo:
+        for i, (uid, fp, part, stem) in enumerate(todo):
+            if i + 1 < len(todo):  # parsed in the background while this part is read and written
+                importer.prefetch(todo[i + 1][2])
             yield uid, fp, part, _read_one(importer, part, run_id, staging, stem, on_error, wait=False)
         return
     import multiprocessing as mp

@@ -507,31 +507,44 @@ class PartSink:
 
     def add_arrow(self, table: str, rows: pa.Table) -> None:
         """Append rows already built as Arrow (the native-reader fast paths,
-        :mod:`rolloutlab.io._fastpath`): written to the same file as the rows added one
-        by one.  ``rows`` must have the table's schema; counts are the caller's."""
-        if not rows.schema.equals(self._schemas[table]):
+        :mod:`rolloutlab.io._ndjson`, :mod:`rolloutlab.io._fastpath`): written to the same
+        file as the rows added one by one.  ``rows`` must have the table's schema, but that
+        text columns may be polars' ``string_view`` (written as they are: the Parquet file
+        is the same); counts are the caller's."""
+        if not _as_plain(rows.schema).equals(self._schemas[table]):
             raise ValueError(f"{table}: rows do not have the table's schema:\n{rows.schema}")
         if rows.num_rows:
             self._write(table, rows)
             self._check_pending()
 
     def _write(self, table: str, batch: pa.Table) -> None:
-        w = self._writers.get(table)
+        """Hand ``batch`` to the writer thread (which also opens the file: a Parquet
+        writer costs about half a millisecond to set up, a part opens three)."""
+        self.files.setdefault(table, f"{table}/{self.stem}.parquet")
+        self._pending.append(_writer_pool().submit(self._write_batch, self._writers, table, batch))
+
+    def _write_batch(self, writers: dict[str, pq.ParquetWriter], table: str, batch: pa.Table) -> None:
+        """In the writer thread: open the table's file with the first batch's schema, cast
+        later batches to it, write."""
+        w = writers.get(table)
         if w is None:
-            path = self.out_dir / table / f"{self.stem}.parquet"
+            path = self.out_dir / self.files[table]
             # lz4: half the cost of zstd at ingest (benchmarks/bench_ingest.py); statistics
             # and dictionaries only where they pay: min/max of long texts help no query, and
             # trying a dictionary on them costs about a tenth of the texts' writing time.
+            # Texts are written without pyarrow's schema, so that polars' string_view reads
+            # back as the plain string every texts file holds (the Parquet types are the same).
             opts: dict[str, Any] = {"compression": "lz4", "write_statistics": _STATS[table],
-                                    "use_dictionary": _DICT[table]}
+                                    "use_dictionary": _DICT[table], "store_schema": table != "texts"}
             try:  # the folder exists but for the first part (a mkdir per file is slow on some file systems)
-                w = pq.ParquetWriter(path, self._schemas[table], **opts)
+                w = pq.ParquetWriter(path, batch.schema, **opts)
             except FileNotFoundError:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                w = pq.ParquetWriter(path, self._schemas[table], **opts)
-            self._writers[table] = w
-            self.files[table] = str(path.relative_to(self.out_dir))
-        self._pending.append(_writer_pool().submit(w.write_table, batch))
+                w = pq.ParquetWriter(path, batch.schema, **opts)
+            writers[table] = w
+        elif not batch.schema.equals(w.schema):
+            batch = batch.cast(w.schema)  # rows added one by one after polars' (string -> string_view)
+        w.write_table(batch)
 
     def _check_pending(self, *, wait: bool = False) -> None:
         keep = []
@@ -555,7 +568,7 @@ class PartSink:
                 w.close()
             self._writers.clear()
             return None
-        writers, pending = list(self._writers.values()), self._pending
+        writers, pending = self._writers, self._pending  # the writes pending fill `writers`
         self._writers, self._pending = {}, []
 
         def finish() -> None:  # runs after the pending writes (one writer thread, in order)
@@ -563,7 +576,7 @@ class PartSink:
                 for f in pending:
                     f.result()
             finally:
-                for w in writers:
+                for w in writers.values():
                     w.close()
 
         return _writer_pool().submit(finish)
@@ -580,6 +593,12 @@ class PartSink:
         for rel in self.files.values():
             (self.out_dir / rel).unlink(missing_ok=True)
         self.files.clear()
+
+
+def _as_plain(schema: pa.Schema) -> pa.Schema:
+    """``schema`` with polars' ``string_view`` / ``large_string`` columns as ``string``."""
+    return pa.schema([f.with_type(pa.string()) if f.type in (pa.string_view(), pa.large_string()) else f
+                      for f in schema])
 
 
 _STATS: dict[str, bool | list[str]] = {

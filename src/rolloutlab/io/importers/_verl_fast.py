@@ -1,4 +1,6 @@
-"""verl step files through the native reader (:mod:`rolloutlab.io._fastpath`).
+"""verl step files through pyarrow's JSON reader (:mod:`rolloutlab.io._fastpath`).
+
+Used when polars (:mod:`._verl_polars`, faster) is not installed.
 
 Gives, row for row, what :meth:`VerlImporter._read_dump` gives line by line (the tests
 ingest the same files both ways and compare every table): the same trajectory ids,
@@ -24,7 +26,6 @@ from pathlib import Path
 import numpy as np
 import orjson
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from rolloutlab.io._fastpath import (
     json_objects,
@@ -34,6 +35,7 @@ from rolloutlab.io._fastpath import (
     read_ndjson,
     rows_containing,
 )
+from rolloutlab.io._ndjson import polars_module
 from rolloutlab.io._sink import PartSink, TurnData
 from rolloutlab.schema import TEXTS, TRAJECTORIES, TURNS
 
@@ -43,7 +45,19 @@ _NUMBER = (pa.int64(), pa.float64())
 
 def read_dump_native(path: Path, file_step: int, split: str, sink: PartSink) -> bool:
     """Read a well-formed verl step file into ``sink``; False (nothing written) when the
-    native reader cannot be sure to give the line reader's result."""
+    native reader cannot be sure to give the line reader's result.  Through polars when
+    it is installed (the ``fast`` extra: :mod:`._verl_polars`), else pyarrow's reader."""
+    if polars_module() is not None:
+        from rolloutlab.io.importers._verl_polars import read_dump_polars
+
+        return read_dump_polars(path, file_step, split, sink)
+    return read_dump_pyarrow(path, file_step, split, sink)
+
+
+def read_dump_pyarrow(path: Path, file_step: int, split: str, sink: PartSink) -> bool:
+    """:func:`read_dump_native` through pyarrow's JSON reader."""
+    import pyarrow.compute as pc
+
     from rolloutlab.io.importers.verl import _needs_turn_rows, split_turns
 
     got = read_ndjson(path)
@@ -199,6 +213,8 @@ def read_dump_native(path: Path, file_step: int, split: str, sink: PartSink) -> 
 
 def _success(acc: pa.Array | None, n: int) -> pa.Array | None:
     """``acc`` as the line path reads it: a boolean, or 0 / 1; anything else unknown."""
+    import pyarrow.compute as pc
+
     if acc is None or acc.type == pa.string():
         return pa.nulls(n, pa.bool_())
     if acc.type == pa.bool_():

@@ -1,0 +1,234 @@
+"""verl step files through polars (:mod:`rolloutlab.io._ndjson`), when it is installed.
+
+Gives, row for row, what :meth:`VerlImporter._read_dump` gives line by line (the tests
+ingest the same files both ways and compare every table): the same trajectory ids,
+group and task hashes, reward components in record order, ``extras`` texts, success,
+turn rows and turn texts.  polars parses the file and scans the long texts (one query:
+lengths, the outputs that may hold several turns or Hermes tool calls, U+0000); the
+short columns (ids, groups, the text/number split, ``extras``) are Arrow compute and
+numpy over whole columns, as in :mod:`._verl_fast`, because a polars query costs a
+tenth of a millisecond or more however small its columns.  Python loops run over
+distinct prompts (their blake2b hash) and over the outputs split into turns.
+
+Refused (False, nothing written), so that the line reader reads the file and names the
+line at fault: anything :func:`read_ndjson` or :func:`layout_holds` refuses (so records
+whose keys differ, in set or order, or repeat); a column with nulls (missing and null
+cannot be told apart); ``input``/``output`` not text, ``score`` not a number, ``step``
+not a whole number >= 0; extras that are not text, booleans or whole numbers (nested
+values, or doubles in ``gts``); ``acc`` of a type the line path does not map.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import orjson
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from rolloutlab.io._fastpath import json_objects, json_values, rank_in_group
+from rolloutlab.io._ndjson import layout_holds, prefetch, prefetched, read_ndjson
+from rolloutlab.io._sink import PartSink, TurnData
+from rolloutlab.schema import TEXTS, TRAJECTORIES, TURNS
+
+_CORE = ("input", "output", "gts", "score", "step", "reward")
+_NUMBER = (pl.Int64, pl.Float64)
+_TEXTS_VIEWS = pa.schema([f.with_type(pa.string_view()) if f.name in ("prompt", "response") else f for f in TEXTS])
+"""The texts table with the prompt and response as polars holds them."""
+
+
+@dataclass(frozen=True)
+class _Parsed:
+    """A step file as polars reads it, checked, with the scans of its long texts."""
+
+    df: pl.DataFrame
+    scan: pl.DataFrame
+    """``prompt_chars``, ``response_chars`` and ``may_split`` per row."""
+    tab: pa.Table
+    """``df`` as Arrow: polars' strings as string views, without a copy."""
+
+
+def _parse(path: Path) -> _Parsed | None:
+    """Parse and check a step file; None when polars' result could differ from the line
+    reader's or the file is not a dump this path reads.  Runs in the prefetch thread when
+    the file is read ahead (polars and numpy leave the GIL to the reading thread)."""
+    got = read_ndjson(path)
+    if got is None:
+        return None
+    data, df = got
+    n, names, schema = df.height, df.columns, df.schema
+    if n == 0 or not {"input", "output", "score"} <= set(names):
+        return None
+    if schema["input"] != pl.String or schema["output"] != pl.String or schema["score"] not in _NUMBER:
+        return None
+    if "step" in names and schema["step"] != pl.Int64:
+        return None
+    if not layout_holds(data, n, names, {c for c in names if schema[c] == pl.String}):
+        return None
+    out = pl.col("output")
+    scan = df.select(  # the long texts, scanned once, by polars' threads
+        prompt_chars=pl.col("input").str.len_chars().cast(pl.Int64),
+        response_chars=out.str.len_chars().cast(pl.Int64),
+        may_split=out.str.contains("\nassistant\n", literal=True) | out.str.contains("<tool_", literal=True),
+    )
+    tab = df.to_arrow(compat_level=pl.CompatLevel.newest())
+    if any(c.null_count for c in tab.columns):  # a null reads like a missing key
+        return None
+    return _Parsed(df, scan, tab)
+
+
+def prefetch_dump(path: Path) -> None:
+    """Parse ``path`` in the background; :func:`read_dump_polars` of it takes the result."""
+    prefetch(path, _parse)
+
+
+def read_dump_polars(path: Path, file_step: int, split: str, sink: PartSink) -> bool:
+    """Read a well-formed verl step file into ``sink``; False (nothing written) when
+    polars' result could differ from the line reader's."""
+    from rolloutlab.io.importers.verl import _needs_turn_rows, split_turns
+
+    parsed = prefetched(path, _parse)
+    if parsed is None:
+        return False
+    df, scan, tab = parsed.df, parsed.scan, parsed.tab
+    n, names, schema = df.height, df.columns, df.schema
+    if "step" in names:
+        steps = tab["step"].combine_chunks()
+        if pc.min(steps).as_py() < 0:
+            return False
+    else:
+        steps = pa.repeat(pa.scalar(file_step, pa.int64()), n)
+    steps_np = steps.to_numpy()
+
+    # The text/number split of the other keys, as the line path does per record
+    # (polars reads no NaN nor infinity: the numbers are finite).
+    comp_names: list[str] = []
+    comp_cols: list[np.ndarray] = []
+    extra_names: list[str] = []
+    extra_vals: list[pa.Array] = []
+    for c in names:
+        if c in _CORE and c != "gts":
+            continue
+        col = tab[c].combine_chunks()
+        if c != "gts" and schema[c] in _NUMBER:
+            comp_names.append(c)
+            comp_cols.append(col.to_numpy().astype(np.float64))
+            continue
+        text = json_values(_str(col) if schema[c] == pl.String else col)
+        if text is None:
+            return False
+        extra_names.append(c)
+        extra_vals.append(text)
+    success = _success(tab["acc"].combine_chunks() if "acc" in names else None, n)
+    if success is None:
+        return False
+    data_source = _str(tab["data_source"].combine_chunks()) if schema.get("data_source") == pl.String \
+        else pa.nulls(n, pa.string())
+
+    # Groups: one step's trajectories with the same input; the task is the input's hash.
+    inp = tab["input"].combine_chunks()
+    enc = pc.dictionary_encode(inp)
+    digests = [hashlib.blake2b(p.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+               for p in enc.dictionary.to_pylist()]
+    task_id = pa.array(digests, pa.string()).take(enc.indices)
+    step_str = pc.cast(steps, pa.string())
+    group_id = pc.binary_join_element_wise(step_str, task_id, ":")
+    sample_idx = pa.array(rank_in_group(steps_np, enc.indices.to_numpy()))
+    traj_id = pc.binary_join_element_wise(split, step_str, pc.cast(pa.array(np.arange(1, n + 1)), pa.string()), "/")
+    extras = json_objects(extra_names, extra_vals, n)
+
+    # Turns: only outputs that may hold several turns or tool calls are split (in Python).
+    response = tab["output"].combine_chunks()
+    num_turns = np.ones(n, np.int64)
+    tool_calls = np.zeros(n, np.int64)
+    invalid: list[int | None] = [None] * n
+    split_rows: dict[int, list[TurnData]] = {}
+    extras_py: list[str | None] | None = None
+    for i in np.flatnonzero(scan["may_split"].to_numpy()).tolist():  # what verl._may_split looks for
+        o = response[i].as_py()
+        so = split_turns(o)
+        if _needs_turn_rows(so, o):
+            ts = split_rows[i] = so.turns
+            num_turns[i] = len(ts)
+            tool_calls[i] = sum(len(t.tool_calls) for t in ts)
+            if any(t.action_valid is not None for t in ts):
+                invalid[i] = sum(t.action_valid is False for t in ts)
+        if so.final_observation is not None:
+            if extras_py is None:
+                extras_py = extras.to_pylist()
+            fo = orjson.dumps(so.final_observation).decode()
+            b = extras_py[i]
+            extras_py[i] = '{"final_observation":' + fo + "}" if b is None else b[:-1] + ',"final_observation":' + fo + "}"
+    if extras_py is not None:
+        extras = pa.array(extras_py, pa.string())
+
+    run = pa.repeat(pa.scalar(sink.run_id, pa.string()), n)
+    splits = pa.repeat(pa.scalar(split, pa.string()), n)
+    nulls_s, nulls_i = pa.nulls(n, pa.string()), pa.nulls(n, pa.int64())
+    k = len(comp_names)
+    reward_components = pa.MapArray.from_arrays(
+        pa.array(np.arange(0, n * k + 1, k, dtype=np.int32) if k else np.zeros(n + 1, np.int32)),
+        pa.array(comp_names * n, pa.string()),
+        pa.array(np.column_stack(comp_cols).ravel() if k else np.zeros(0), pa.float64()),
+    )
+    traj = pa.Table.from_arrays([
+        run, splits, steps, group_id, sample_idx, traj_id, task_id, data_source, nulls_s,
+        pc.cast(tab["score"], pa.float64()), reward_components, success, pa.repeat(pa.scalar(True), n), nulls_s,
+        pa.array(num_turns), nulls_i, nulls_i, pa.array(tool_calls), pa.array(invalid, pa.int64()),
+        scan["prompt_chars"].to_arrow(), scan["response_chars"].to_arrow(),
+    ], schema=TRAJECTORIES)
+
+    # Texts at turn_idx -1 for every trajectory; turn 0 rows for the one-turn ones (their
+    # action is the response, stored once); multi-turn rows through the sink, as the line
+    # path writes them.
+    texts = pa.Table.from_arrays([
+        run, splits, steps, traj_id, pa.repeat(pa.scalar(-1, pa.int64()), n), inp, response, nulls_s, extras,
+        *[nulls_s] * (len(TEXTS) - 9),
+    ], schema=_TEXTS_VIEWS)
+    single = np.ones(n, bool)
+    single[list(split_rows)] = False
+    k1 = int(single.sum())
+    sel = pa.array(single)
+    ids1, steps1, splits1, run1 = traj_id.filter(sel), steps.filter(sel), splits.filter(sel), run.filter(sel)
+    zeros = pa.repeat(pa.scalar(0, pa.int64()), k1)
+    one_f, one_b, one_i = pa.nulls(k1, pa.float64()), pa.nulls(k1, pa.bool_()), pa.nulls(k1, pa.int64())
+    turns = pa.Table.from_arrays([run1, splits1, steps1, ids1, zeros, one_f, one_b, one_b, one_i, zeros, one_f, one_i],
+                                 schema=TURNS)
+    texts0 = pa.Table.from_arrays([run1, splits1, steps1, ids1, zeros,
+                                   *[pa.nulls(k1, t) for t in _TEXTS_VIEWS.types[5:]]], schema=_TEXTS_VIEWS)
+
+    sink.add_arrow("trajectories", traj)
+    sink.add_arrow("texts", pa.concat_tables([texts, texts0]))  # one write, one row group
+    sink.add_arrow("turns", turns)
+    if split_rows:
+        for i, ts in split_rows.items():
+            for j, t in enumerate(ts):
+                sink._turn(split, int(steps_np[i]), traj_id[i].as_py(), j, t)
+    sink.counts["trajectories"] += n
+    sink.counts["texts"] += n + k1
+    sink.counts["turns"] += k1
+    sink.steps.update((split, int(s)) for s in np.unique(steps_np))
+    # sink.traj_ids (its duplicate check) is left alone: this part is this file alone.
+    return True
+
+
+def _str(col: pa.Array) -> pa.Array:
+    """polars' string views (of short values) as the store's plain strings."""
+    return col.cast(pa.string())
+
+
+def _success(acc: pa.Array | None, n: int) -> pa.Array | None:
+    """``acc`` as the line path reads it: a boolean, or 0 / 1; anything else unknown.
+    None for a type the line path maps otherwise."""
+    if acc is None or acc.type == pa.string_view():
+        return pa.nulls(n, pa.bool_())
+    if acc.type == pa.bool_():
+        return acc
+    if acc.type in (pa.int64(), pa.float64()):
+        one, zero = pc.equal(acc, 1), pc.equal(acc, 0)
+        return pc.if_else(one, True, pc.if_else(zero, False, pa.scalar(None, pa.bool_())))
+    return None
