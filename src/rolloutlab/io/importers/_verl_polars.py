@@ -21,6 +21,7 @@ values, or doubles in ``gts``); ``acc`` of a type the line path does not map.
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,9 +29,8 @@ import numpy as np
 import orjson
 import polars as pl
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from rolloutlab.io._fastpath import json_objects, json_values, rank_in_group
+from rolloutlab.io._fastpath import rank_in_group
 from rolloutlab.io._ndjson import layout_holds, prefetch, prefetched, read_ndjson
 from rolloutlab.io._sink import PartSink, TurnData
 from rolloutlab.schema import TEXTS, TRAJECTORIES, TURNS
@@ -47,7 +47,8 @@ class _Parsed:
 
     df: pl.DataFrame
     scan: pl.DataFrame
-    """``prompt_chars``, ``response_chars`` and ``may_split`` per row."""
+    """Per row: ``prompt`` (a number per distinct input), ``first_of_prompt``,
+    ``prompt_chars``, ``response_chars`` and ``may_split``."""
     tab: pa.Table
     """``df`` as Arrow: polars' strings as string views, without a copy."""
 
@@ -70,8 +71,11 @@ def _parse(path: Path) -> _Parsed | None:
     if not layout_holds(data, n, names, {c for c in names if schema[c] == pl.String}):
         return None
     out = pl.col("output")
+    inp = pl.col("input")
     scan = df.select(  # the long texts, scanned once, by polars' threads
-        prompt_chars=pl.col("input").str.len_chars().cast(pl.Int64),
+        prompt=inp.rank("dense").cast(pl.Int64) - 1,  # which distinct input, and where each first is
+        first_of_prompt=inp.is_first_distinct(),
+        prompt_chars=inp.str.len_chars().cast(pl.Int64),
         response_chars=out.str.len_chars().cast(pl.Int64),
         may_split=out.str.contains("\nassistant\n", literal=True) | out.str.contains("<tool_", literal=True),
     )
@@ -96,58 +100,58 @@ def read_dump_polars(path: Path, file_step: int, split: str, sink: PartSink) -> 
         return False
     df, scan, tab = parsed.df, parsed.scan, parsed.tab
     n, names, schema = df.height, df.columns, df.schema
-    if "step" in names:
-        steps = tab["step"].combine_chunks()
-        if pc.min(steps).as_py() < 0:
-            return False
-    else:
-        steps = pa.repeat(pa.scalar(file_step, pa.int64()), n)
-    steps_np = steps.to_numpy()
+    steps_np = df["step"].to_numpy() if "step" in names else np.full(n, file_step, np.int64)
+    if steps_np.min() < 0:
+        return False
 
     # The text/number split of the other keys, as the line path does per record
     # (polars reads no NaN nor infinity: the numbers are finite).
     comp_names: list[str] = []
     comp_cols: list[np.ndarray] = []
-    extra_names: list[str] = []
-    extra_vals: list[pa.Array] = []
+    extra_keys: list[str] = []
+    extra_texts: list[list[str]] = []
     for c in names:
         if c in _CORE and c != "gts":
             continue
-        col = tab[c].combine_chunks()
         if c != "gts" and schema[c] in _NUMBER:
             comp_names.append(c)
-            comp_cols.append(col.to_numpy().astype(np.float64))
+            comp_cols.append(df[c].to_numpy().astype(np.float64))
             continue
-        text = json_values(_str(col) if schema[c] == pl.String else col)
-        if text is None:
+        texts = _json_texts(df[c])
+        if texts is None:
             return False
-        extra_names.append(c)
-        extra_vals.append(text)
-    success = _success(tab["acc"].combine_chunks() if "acc" in names else None, n)
+        extra_keys.append(orjson.dumps(c).decode().replace("%", "%%"))
+        extra_texts.append(texts)
+    success = _success(df["acc"] if "acc" in names else None, n)
     if success is None:
         return False
-    data_source = _str(tab["data_source"].combine_chunks()) if schema.get("data_source") == pl.String \
-        else pa.nulls(n, pa.string())
+    data_source = _plain(df["data_source"]) if schema.get("data_source") == pl.String else pa.nulls(n, pa.string())
 
-    # Groups: one step's trajectories with the same input; the task is the input's hash.
-    inp = tab["input"].combine_chunks()
-    enc = pc.dictionary_encode(inp)
-    digests = [hashlib.blake2b(p.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
-               for p in enc.dictionary.to_pylist()]
-    task_id = pa.array(digests, pa.string()).take(enc.indices)
-    step_str = pc.cast(steps, pa.string())
-    group_id = pc.binary_join_element_wise(step_str, task_id, ":")
-    sample_idx = pa.array(rank_in_group(steps_np, enc.indices.to_numpy()))
-    traj_id = pc.binary_join_element_wise(split, step_str, pc.cast(pa.array(np.arange(1, n + 1)), pa.string()), "/")
-    extras = json_objects(extra_names, extra_vals, n)
+    # Groups: one step's trajectories with the same input (the line path: the same
+    # group_id); the task is the input's hash.  Python lists for the ids: over a file's
+    # rows they cost less than native calls' overheads.
+    prompt = scan["prompt"].to_numpy()
+    firsts = np.flatnonzero(scan["first_of_prompt"].to_numpy())
+    inputs = tab["input"]
+    digest_of = np.empty(len(firsts), object)
+    digest_of[prompt[firsts]] = [_task_hash(inputs[i].as_py()) for i in firsts.tolist()]
+    task_ids = digest_of[prompt].tolist()
+    # grouped by digest, as the line path groups by group_id (two inputs of one hash: one group)
+    _, codes = np.unique(digest_of, return_inverse=True)
+    codes = codes[prompt]
+    step_strs = [str(s) for s in steps_np.tolist()]
+    group_ids = [f"{s}:{t}" for s, t in zip(step_strs, task_ids, strict=True)]
+    traj_ids = [f"{split}/{s}/{i}" for i, s in enumerate(step_strs, 1)]
+    sample_idx = rank_in_group(steps_np, codes)
+    row = "{" + ",".join(k + ":%s" for k in extra_keys) + "}"
+    extras: list[str | None] = [row % v for v in zip(*extra_texts, strict=True)] if extra_keys else [None] * n
 
     # Turns: only outputs that may hold several turns or tool calls are split (in Python).
-    response = tab["output"].combine_chunks()
+    response = tab["output"]
     num_turns = np.ones(n, np.int64)
     tool_calls = np.zeros(n, np.int64)
     invalid: list[int | None] = [None] * n
     split_rows: dict[int, list[TurnData]] = {}
-    extras_py: list[str | None] | None = None
     for i in np.flatnonzero(scan["may_split"].to_numpy()).tolist():  # what verl._may_split looks for
         o = response[i].as_py()
         so = split_turns(o)
@@ -158,16 +162,14 @@ def read_dump_polars(path: Path, file_step: int, split: str, sink: PartSink) -> 
             if any(t.action_valid is not None for t in ts):
                 invalid[i] = sum(t.action_valid is False for t in ts)
         if so.final_observation is not None:
-            if extras_py is None:
-                extras_py = extras.to_pylist()
             fo = orjson.dumps(so.final_observation).decode()
-            b = extras_py[i]
-            extras_py[i] = '{"final_observation":' + fo + "}" if b is None else b[:-1] + ',"final_observation":' + fo + "}"
-    if extras_py is not None:
-        extras = pa.array(extras_py, pa.string())
+            b = extras[i]
+            extras[i] = '{"final_observation":' + fo + "}" if b is None else b[:-1] + ',"final_observation":' + fo + "}"
 
     run = pa.repeat(pa.scalar(sink.run_id, pa.string()), n)
     splits = pa.repeat(pa.scalar(split, pa.string()), n)
+    steps = pa.array(steps_np, pa.int64())
+    traj_id = pa.array(traj_ids, pa.string())
     nulls_s, nulls_i = pa.nulls(n, pa.string()), pa.nulls(n, pa.int64())
     k = len(comp_names)
     reward_components = pa.MapArray.from_arrays(
@@ -176,24 +178,25 @@ def read_dump_polars(path: Path, file_step: int, split: str, sink: PartSink) -> 
         pa.array(np.column_stack(comp_cols).ravel() if k else np.zeros(0), pa.float64()),
     )
     traj = pa.Table.from_arrays([
-        run, splits, steps, group_id, sample_idx, traj_id, task_id, data_source, nulls_s,
-        pc.cast(tab["score"], pa.float64()), reward_components, success, pa.repeat(pa.scalar(True), n), nulls_s,
-        pa.array(num_turns), nulls_i, nulls_i, pa.array(tool_calls), pa.array(invalid, pa.int64()),
-        scan["prompt_chars"].to_arrow(), scan["response_chars"].to_arrow(),
+        run, splits, steps, pa.array(group_ids, pa.string()), pa.array(sample_idx), traj_id,
+        pa.array(task_ids, pa.string()), data_source, nulls_s, pa.array(df["score"].to_numpy().astype(np.float64)),
+        reward_components, success, pa.repeat(pa.scalar(True), n), nulls_s, pa.array(num_turns), nulls_i, nulls_i,
+        pa.array(tool_calls), pa.array(invalid, pa.int64()), scan["prompt_chars"].to_arrow(),
+        scan["response_chars"].to_arrow(),
     ], schema=TRAJECTORIES)
 
     # Texts at turn_idx -1 for every trajectory; turn 0 rows for the one-turn ones (their
     # action is the response, stored once); multi-turn rows through the sink, as the line
     # path writes them.
     texts = pa.Table.from_arrays([
-        run, splits, steps, traj_id, pa.repeat(pa.scalar(-1, pa.int64()), n), inp, response, nulls_s, extras,
-        *[nulls_s] * (len(TEXTS) - 9),
+        run, splits, steps, traj_id, pa.repeat(pa.scalar(-1, pa.int64()), n), inputs, response, nulls_s,
+        pa.array(extras, pa.string()), *[nulls_s] * (len(TEXTS) - 9),
     ], schema=_TEXTS_VIEWS)
-    single = np.ones(n, bool)
-    single[list(split_rows)] = False
-    k1 = int(single.sum())
-    sel = pa.array(single)
-    ids1, steps1, splits1, run1 = traj_id.filter(sel), steps.filter(sel), splits.filter(sel), run.filter(sel)
+    one = np.ones(n, bool)
+    one[list(split_rows)] = False
+    k1 = int(one.sum())
+    ids1 = traj_id if k1 == n else pa.array([t for t, o in zip(traj_ids, one.tolist(), strict=True) if o], pa.string())
+    run1, splits1, steps1 = run[:k1], splits[:k1], pa.array(steps_np[one], pa.int64())
     zeros = pa.repeat(pa.scalar(0, pa.int64()), k1)
     one_f, one_b, one_i = pa.nulls(k1, pa.float64()), pa.nulls(k1, pa.bool_()), pa.nulls(k1, pa.int64())
     turns = pa.Table.from_arrays([run1, splits1, steps1, ids1, zeros, one_f, one_b, one_b, one_i, zeros, one_f, one_i],
@@ -207,7 +210,7 @@ def read_dump_polars(path: Path, file_step: int, split: str, sink: PartSink) -> 
     if split_rows:
         for i, ts in split_rows.items():
             for j, t in enumerate(ts):
-                sink._turn(split, int(steps_np[i]), traj_id[i].as_py(), j, t)
+                sink._turn(split, int(steps_np[i]), traj_ids[i], j, t)
     sink.counts["trajectories"] += n
     sink.counts["texts"] += n + k1
     sink.counts["turns"] += k1
@@ -216,19 +219,49 @@ def read_dump_polars(path: Path, file_step: int, split: str, sink: PartSink) -> 
     return True
 
 
-def _str(col: pa.Array) -> pa.Array:
-    """polars' string views (of short values) as the store's plain strings."""
-    return col.cast(pa.string())
+def _task_hash(prompt: str) -> str:
+    return hashlib.blake2b(prompt.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
 
 
-def _success(acc: pa.Array | None, n: int) -> pa.Array | None:
+def _plain(col: pl.Series) -> pa.Array:
+    """A polars column of short strings as an Arrow ``string`` array (large-string
+    offsets narrowed by numpy: ``Array.cast`` would import pyarrow.compute, a tenth of
+    a second at start)."""
+    big = col.to_arrow(compat_level=pl.CompatLevel.oldest())
+    validity, offsets, data = big.buffers()
+    narrow = np.frombuffer(offsets, np.int64, len(big) + 1, big.offset * 8).astype(np.int32)
+    return pa.Array.from_buffers(pa.string(), len(big), [validity, pa.py_buffer(narrow), data], big.null_count)
+
+
+_NEEDS_ESCAPE = re.compile(r'[\x00-\x1f"\\]')
+"""The characters JSON escapes inside a string; orjson writes every other one as it is."""
+
+
+def _json_texts(col: pl.Series) -> list[str] | None:
+    """Each value of a null-free scalar column as orjson writes it; None for a type whose
+    text could differ (doubles: the shortest round-trip forms of the two differ) or that
+    is not a scalar."""
+    t = col.dtype
+    values = col.to_list()
+    if t == pl.String:
+        if _NEEDS_ESCAPE.search("".join(values)):
+            return [orjson.dumps(v).decode() for v in values]
+        return ['"' + v + '"' for v in values]
+    if t == pl.Boolean:
+        return ["true" if v else "false" for v in values]
+    if t == pl.Int64:
+        return [str(v) for v in values]
+    return None
+
+
+def _success(acc: pl.Series | None, n: int) -> pa.Array | None:
     """``acc`` as the line path reads it: a boolean, or 0 / 1; anything else unknown.
     None for a type the line path maps otherwise."""
-    if acc is None or acc.type == pa.string_view():
+    if acc is None or acc.dtype == pl.String:
         return pa.nulls(n, pa.bool_())
-    if acc.type == pa.bool_():
-        return acc
-    if acc.type in (pa.int64(), pa.float64()):
-        one, zero = pc.equal(acc, 1), pc.equal(acc, 0)
-        return pc.if_else(one, True, pc.if_else(zero, False, pa.scalar(None, pa.bool_())))
+    if acc.dtype == pl.Boolean:
+        return acc.to_arrow()
+    if acc.dtype in _NUMBER:
+        a = acc.to_numpy()
+        return pa.array(a == 1, mask=(a != 1) & (a != 0))
     return None
