@@ -34,7 +34,7 @@ from rolloutlab.io._errors import (
     unexpected,
 )
 from rolloutlab.io._files import extract_archive, fingerprint, is_archive, remove_tree
-from rolloutlab.io._sink import PartSink, storable
+from rolloutlab.io._sink import PartSink, drain_writes, storable
 from rolloutlab.io._store import Store, damaged_files, slug
 from rolloutlab.io.importers import REGISTRY, Importer, Part, ReadContext, RunInfo, detect_format
 from rolloutlab.schema import FORMAT_VERSION, REJECTS
@@ -144,6 +144,7 @@ def _ingest_locked(st: Store, sources: Sequence[str | Path], *, name: str | None
                 _refresh_run(rid, entry)
             st.commit(manifest, staging)
         except BaseException:
+            drain_writes()  # the writer thread may still open a staged file of a part read before
             remove_tree(staging)
             with contextlib.suppress(OSError):  # only when empty: another folder is not ours
                 staging.parent.rmdir()

@@ -182,6 +182,9 @@ class PartSink:
         }
         self._schemas = {"trajectories": TRAJECTORIES, "turns": TURNS, "texts": TEXTS, "metrics": METRICS}
         self._writers: dict[str, pq.ParquetWriter] = {}
+        """Set up and used in the writer thread only."""
+        self._outs: dict[str, pa.NativeFile] = {}
+        """Each table's file, created as its first rows are handed over."""
         self._pending: list[Future[None]] = []
         self.files: dict[str, str] = {}
 
@@ -518,30 +521,34 @@ class PartSink:
             self._check_pending()
 
     def _write(self, table: str, batch: pa.Table) -> None:
-        """Hand ``batch`` to the writer thread (which also opens the file: a Parquet
-        writer costs about half a millisecond to set up, a part opens three)."""
-        self.files.setdefault(table, f"{table}/{self.stem}.parquet")
-        self._pending.append(_writer_pool().submit(self._write_batch, self._writers, table, batch))
+        """Hand ``batch`` to the writer thread.  The table's file is created here, the
+        Parquet writer on it in the writer thread (setting one up costs about half a
+        millisecond, and a part opens three)."""
+        out = self._outs.get(table)
+        if out is None:
+            rel = f"{table}/{self.stem}.parquet"
+            try:  # the folder exists but for the first part (a mkdir per file is slow on some file systems)
+                out = pa.OSFile(str(self.out_dir / rel), "wb")
+            except FileNotFoundError:
+                (self.out_dir / rel).parent.mkdir(parents=True, exist_ok=True)
+                out = pa.OSFile(str(self.out_dir / rel), "wb")
+            self._outs[table] = out
+            self.files[table] = rel
+        self._pending.append(_writer_pool().submit(self._write_batch, self._writers, table, out, batch))
 
-    def _write_batch(self, writers: dict[str, pq.ParquetWriter], table: str, batch: pa.Table) -> None:
-        """In the writer thread: open the table's file with the first batch's schema, cast
-        later batches to it, write."""
+    @staticmethod
+    def _write_batch(writers: dict[str, pq.ParquetWriter], table: str, out: pa.NativeFile, batch: pa.Table) -> None:
+        """In the writer thread: set up the table's writer with the first batch's schema,
+        cast later batches to it, write."""
         w = writers.get(table)
         if w is None:
-            path = self.out_dir / self.files[table]
             # lz4: half the cost of zstd at ingest (benchmarks/bench_ingest.py); statistics
             # and dictionaries only where they pay: min/max of long texts help no query, and
             # trying a dictionary on them costs about a tenth of the texts' writing time.
             # Texts are written without pyarrow's schema, so that polars' string_view reads
             # back as the plain string every texts file holds (the Parquet types are the same).
-            opts: dict[str, Any] = {"compression": "lz4", "write_statistics": _STATS[table],
-                                    "use_dictionary": _DICT[table], "store_schema": table != "texts"}
-            try:  # the folder exists but for the first part (a mkdir per file is slow on some file systems)
-                w = pq.ParquetWriter(path, batch.schema, **opts)
-            except FileNotFoundError:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                w = pq.ParquetWriter(path, batch.schema, **opts)
-            writers[table] = w
+            w = writers[table] = pq.ParquetWriter(out, batch.schema, compression="lz4", write_statistics=_STATS[table],
+                                                  use_dictionary=_DICT[table], store_schema=table != "texts")
         elif not batch.schema.equals(w.schema):
             batch = batch.cast(w.schema)  # rows added one by one after polars' (string -> string_view)
         w.write_table(batch)
@@ -562,14 +569,8 @@ class PartSink:
         returns its future, so that the caller reads the next part meanwhile; the files
         are complete (and a write error is raised) once ``future.result()`` returns."""
         self.flush()
-        if wait:
-            self._check_pending(wait=True)
-            for w in self._writers.values():
-                w.close()
-            self._writers.clear()
-            return None
-        writers, pending = self._writers, self._pending  # the writes pending fill `writers`
-        self._writers, self._pending = {}, []
+        writers, outs, pending = self._writers, self._outs, self._pending  # the writes pending fill `writers`
+        self._writers, self._outs, self._pending = {}, {}, []
 
         def finish() -> None:  # runs after the pending writes (one writer thread, in order)
             try:
@@ -578,8 +579,14 @@ class PartSink:
             finally:
                 for w in writers.values():
                     w.close()
+                for out in outs.values():
+                    out.close()
 
-        return _writer_pool().submit(finish)
+        closing = _writer_pool().submit(finish)
+        if wait:
+            closing.result()
+            return None
+        return closing
 
     def abort(self) -> None:
         for f in self._pending:
@@ -590,6 +597,10 @@ class PartSink:
             with contextlib.suppress(OSError):
                 w.close()
         self._writers.clear()
+        for out in self._outs.values():
+            with contextlib.suppress(OSError):
+                out.close()
+        self._outs.clear()
         for rel in self.files.values():
             (self.out_dir / rel).unlink(missing_ok=True)
         self.files.clear()
@@ -621,3 +632,10 @@ def _writer_pool() -> ThreadPoolExecutor:
     if _POOL is None:
         _POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rolloutlab-parquet")
     return _POOL
+
+
+def drain_writes() -> None:
+    """Wait until the writer thread has done every write handed to it so far (its
+    errors are the parts' to report)."""
+    if _POOL is not None:
+        _POOL.submit(lambda: None).result()

@@ -78,6 +78,25 @@ def store_file(root: Path, rel: str) -> Path:
     return p
 
 
+def _move_in(staged: Path, dest: Path) -> None:
+    """Move the Parquet files under ``staged`` to the same places under ``dest``: a
+    folder ``dest`` lacks in one rename (a first ingest moves a folder per table, not a
+    file per part), files one by one, replacing, and folders both hold recursively."""
+    made = False
+    for entry in os.scandir(staged):
+        target = dest / entry.name
+        if entry.is_dir(follow_symlinks=False):
+            if os.path.lexists(target):
+                _move_in(Path(entry.path), target)
+                continue
+        elif not entry.name.endswith(".parquet"):
+            continue
+        if not made:
+            dest.mkdir(parents=True, exist_ok=True)
+            made = True
+        os.replace(entry.path, target)
+
+
 def _parquet_files(root: Path, table: str) -> Iterator[str]:
     """The Parquet files under ``root/table``, found without following links (as
     ``Path.rglob`` finds them)."""
@@ -272,10 +291,7 @@ class Store:
         (staging / "runs").mkdir(parents=True, exist_ok=True)
         pq.write_table(runs, staging / rel_runs)
         with _signals_deferred():
-            for src in sorted(staging.rglob("*.parquet")):
-                dest = self.path / src.relative_to(staging)
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                os.replace(src, dest)
+            _move_in(staging, self.path)
             cur = self.path / MANIFEST
             if cur.exists() and not self.manifest_fallback:  # the fallback for a manifest damaged later (hard link: atomic, no copy)
                 tmp = self.path / f".{PREV_MANIFEST}.tmp{os.getpid()}"
@@ -293,8 +309,9 @@ class Store:
         replaced files go too: falling back to it is for a damaged manifest, and the next
         ingest reads the parts whose files are gone again."""
         listed = {os.path.normpath(rel) for rel in self._listed()}
+        skip = len(str(self.path)) + 1
         stray = [f for table in (*DATA_TABLES, "runs") for f in _parquet_files(self.path, table)
-                 if os.path.relpath(f, self.path) not in listed]
+                 if f[skip:] not in listed]
         if stray:  # compared as resolved paths only now: resolving every file is a tenth of a second per 1,000
             keep = {p.resolve() for t in (*DATA_TABLES, "runs") for p in self.files(t)}
             for f in stray:
