@@ -94,9 +94,9 @@ def layout_holds(data: bytes, n_rows: int, names: list[str], strings: set[str]) 
     keys = [orjson.dumps(k)[1:-1] for k in names]
     if not keys or any(b"\\" in k or b'"' in k for k in keys):
         return False
-    arr = np.frombuffer(data, np.uint8)
-    if arr[0] != _OPEN:
+    if not (data.startswith(b'{"') and data.endswith(b"}\n")):
         return False
+    arr = np.frombuffer(data, np.uint8)
     q = np.flatnonzero(arr == _QUOTE)
     # A quote after an odd run of backslashes is inside a string (\" or \\\").
     esc = np.flatnonzero(arr[q - 1] == _BACKSLASH)  # q >= 1: data starts with "{"

@@ -194,21 +194,34 @@ def read_dump_pyarrow(path: Path, file_step: int, split: str, sink: PartSink) ->
                                  schema=TURNS)
     texts0 = pa.Table.from_arrays([run1, splits1, steps1, ids1, zeros, *[one_s] * (len(TEXTS) - 5)], schema=TEXTS)
 
-    sink.add_arrow("trajectories", traj)
-    sink.add_arrow("texts", texts)
-    sink.add_arrow("turns", turns)
-    sink.add_arrow("texts", texts0)
-    if split_rows:
-        ids_py = traj_id.to_pylist()
-        for i, ts in split_rows.items():
-            for j, t in enumerate(ts):
-                sink._turn(split, int(steps_np[i]), ids_py[i], j, t)
-    sink.counts["trajectories"] += n
-    sink.counts["texts"] += n + k1
-    sink.counts["turns"] += k1
-    sink.steps.update((split, int(s)) for s in np.unique(steps_np))
+    write_rows(sink, split, traj, texts, turns, texts0, split_rows, steps_np, traj_id.to_pylist())
     # sink.traj_ids (its duplicate check) is left alone: this part is this file alone.
     return True
+
+
+def write_rows(sink: PartSink, split: str, traj: pa.Table, texts: pa.Table, one_turns: pa.Table, one_texts: pa.Table,
+               split_rows: dict[int, list[TurnData]], steps: np.ndarray, ids: list[str]) -> None:
+    """Hand a file's rows to ``sink`` in the line reader's order (for files within its
+    batch of 2,048 lines, the same Parquet rows in the same order): the trajectories;
+    their texts; the turns and turn texts of the ones split into turns; the turn rows of
+    the one-turn ones (``one_turns``, ``one_texts``).  Counts them."""
+    n = traj.num_rows
+    sink.add_arrow("trajectories", traj)
+    if split_rows:
+        sink.add_arrow("texts", texts)
+        for i, ts in split_rows.items():
+            for j, t in enumerate(ts):
+                sink._turn(split, int(steps[i]), ids[i], j, t)
+        sink.flush()
+        sink.add_arrow("turns", one_turns)
+        sink.add_arrow("texts", one_texts)
+    else:  # one write per table
+        sink.add_arrow("texts", pa.concat_tables([texts, one_texts]))
+        sink.add_arrow("turns", one_turns)
+    sink.counts["trajectories"] += n
+    sink.counts["texts"] += n + one_turns.num_rows
+    sink.counts["turns"] += one_turns.num_rows
+    sink.steps.update((split, int(s)) for s in np.unique(steps))
 
 
 def _success(acc: pa.Array | None, n: int) -> pa.Array | None:

@@ -33,6 +33,7 @@ import pyarrow as pa
 from rolloutlab.io._fastpath import rank_in_group
 from rolloutlab.io._ndjson import layout_holds, prefetch, prefetched, read_ndjson
 from rolloutlab.io._sink import PartSink, TurnData
+from rolloutlab.io.importers._verl_fast import write_rows
 from rolloutlab.schema import TEXTS, TRAJECTORIES, TURNS
 
 _CORE = ("input", "output", "gts", "score", "step", "reward")
@@ -204,17 +205,7 @@ def read_dump_polars(path: Path, file_step: int, split: str, sink: PartSink) -> 
     texts0 = pa.Table.from_arrays([run1, splits1, steps1, ids1, zeros,
                                    *[pa.nulls(k1, t) for t in _TEXTS_VIEWS.types[5:]]], schema=_TEXTS_VIEWS)
 
-    sink.add_arrow("trajectories", traj)
-    sink.add_arrow("texts", pa.concat_tables([texts, texts0]))  # one write, one row group
-    sink.add_arrow("turns", turns)
-    if split_rows:
-        for i, ts in split_rows.items():
-            for j, t in enumerate(ts):
-                sink._turn(split, int(steps_np[i]), traj_ids[i], j, t)
-    sink.counts["trajectories"] += n
-    sink.counts["texts"] += n + k1
-    sink.counts["turns"] += k1
-    sink.steps.update((split, int(s)) for s in np.unique(steps_np))
+    write_rows(sink, split, traj, texts, turns, texts0, split_rows, steps_np, traj_ids)
     # sink.traj_ids (its duplicate check) is left alone: this part is this file alone.
     return True
 
