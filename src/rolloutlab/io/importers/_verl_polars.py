@@ -133,9 +133,9 @@ def read_dump_polars(path: Path, file_step: int, split: str, sink: PartSink) -> 
     # rows they cost less than native calls' overheads.
     prompt = scan["prompt"].to_numpy()
     firsts = np.flatnonzero(scan["first_of_prompt"].to_numpy())
-    inputs = tab["input"]
     digest_of = np.empty(len(firsts), object)
-    digest_of[prompt[firsts]] = [_task_hash(inputs[i].as_py()) for i in firsts.tolist()]
+    inputs = df["input"].to_list()
+    digest_of[prompt[firsts]] = [_task_hash(inputs[i]) for i in firsts.tolist()]
     task_ids = digest_of[prompt].tolist()
     # grouped by digest, as the line path groups by group_id (two inputs of one hash: one group)
     _, codes = np.unique(digest_of, return_inverse=True)
@@ -190,7 +190,7 @@ def read_dump_polars(path: Path, file_step: int, split: str, sink: PartSink) -> 
     # action is the response, stored once); multi-turn rows through the sink, as the line
     # path writes them.
     texts = pa.Table.from_arrays([
-        run, splits, steps, traj_id, pa.repeat(pa.scalar(-1, pa.int64()), n), inputs, response, nulls_s,
+        run, splits, steps, traj_id, pa.repeat(pa.scalar(-1, pa.int64()), n), tab["input"], response, nulls_s,
         pa.array(extras, pa.string()), *[nulls_s] * (len(TEXTS) - 9),
     ], schema=_TEXTS_VIEWS)
     one = np.ones(n, bool)
