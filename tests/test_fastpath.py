@@ -301,6 +301,8 @@ _MANY = [dict(_BASE, pred="x")] * 150  # past the rows polars infers its schema 
     (_rows(dict(_BASE, output="é 😀"), style="orjson"), True),
     (json.dumps(dict(_BASE, output="é 😀 \x01"), ensure_ascii=True).encode() + b"\n", True),
     (_rows(*[dict(_BASE, **{f"k{i}": i for i in range(40)})] * 2), None),  # polars may reorder > 32 keys
+    # a key of the record that the line path overwrites with the environment's last reply
+    (_rows(dict(_BASE, output="a\nassistant\nb\ntool\nlate reply", final_observation="mine")), False),
 ])
 def test_polars_hazards_give_the_line_readers_result(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reader: str,
                                                      body: bytes, polars_takes: bool | None) -> None:

@@ -15,7 +15,8 @@ line at fault: anything :func:`read_ndjson` refuses; rows that are not the file'
 told apart); ``input``/``output`` not text, ``score`` not a number or not finite,
 ``step`` not a whole number >= 0; extras that are not text, booleans or whole numbers
 (nested values, or doubles in ``gts``); records whose keys are not in one order;
-``acc``/``data_source`` of other types than the line path maps the same way.
+``acc``/``data_source`` of other types than the line path maps the same way; a key
+``final_observation`` (the line path writes the environment's last reply over it).
 """
 
 from __future__ import annotations
@@ -66,8 +67,8 @@ def read_dump_pyarrow(path: Path, file_step: int, split: str, sink: PartSink) ->
     data, table = got
     n = table.num_rows
     names = table.column_names
-    if n == 0 or not {"input", "output", "score"} <= set(names):
-        return False
+    if n == 0 or not {"input", "output", "score"} <= set(names) or "final_observation" in names:
+        return False  # (the line path would write the environment's last reply over that key)
     if any(table.column(c).null_count for c in names):
         return False
     inp, out, score = table.column("input"), table.column("output"), table.column("score")

@@ -3,19 +3,22 @@
 Gives, row for row, what :meth:`VerlImporter._read_dump` gives line by line (the tests
 ingest the same files both ways and compare every table): the same trajectory ids,
 group and task hashes, reward components in record order, ``extras`` texts, success,
-turn rows and turn texts.  polars parses the file and scans the long texts (one query:
-lengths, the outputs that may hold several turns or Hermes tool calls, U+0000); the
-short columns (ids, groups, the text/number split, ``extras``) are Arrow compute and
-numpy over whole columns, as in :mod:`._verl_fast`, because a polars query costs a
-tenth of a millisecond or more however small its columns.  Python loops run over
-distinct prompts (their blake2b hash) and over the outputs split into turns.
+turn rows and turn texts.  polars parses the file and scans the long texts in one query
+(which input each row has, lengths, the outputs that may hold several turns or Hermes
+tool calls), in the prefetch thread when the file is read ahead; the short columns
+(ids, groups, the text/number split, ``extras``) are numpy and Python lists over the
+file's rows, which cost less than the tenth of a millisecond each polars query or
+pyarrow.compute call costs (and pyarrow.compute a tenth of a second to import).
+Python loops also run over the distinct inputs (their blake2b hash) and over the outputs
+split into turns.
 
 Refused (False, nothing written), so that the line reader reads the file and names the
 line at fault: anything :func:`read_ndjson` or :func:`layout_holds` refuses (so records
 whose keys differ, in set or order, or repeat); a column with nulls (missing and null
 cannot be told apart); ``input``/``output`` not text, ``score`` not a number, ``step``
 not a whole number >= 0; extras that are not text, booleans or whole numbers (nested
-values, or doubles in ``gts``); ``acc`` of a type the line path does not map.
+values, or doubles in ``gts``); ``acc`` of a type the line path does not map; a key
+``final_observation`` (the line path writes the environment's last reply over it).
 """
 
 from __future__ import annotations
@@ -63,8 +66,8 @@ def _parse(path: Path) -> _Parsed | None:
         return None
     data, df = got
     n, names, schema = df.height, df.columns, df.schema
-    if n == 0 or not {"input", "output", "score"} <= set(names):
-        return None
+    if n == 0 or not {"input", "output", "score"} <= set(names) or "final_observation" in names:
+        return None  # (the line path would write the environment's last reply over that key)
     if schema["input"] != pl.String or schema["output"] != pl.String or schema["score"] not in _NUMBER:
         return None
     if "step" in names and schema["step"] != pl.Int64:
