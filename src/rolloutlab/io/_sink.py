@@ -512,9 +512,9 @@ class PartSink:
         """Append rows already built as Arrow (the native-reader fast paths,
         :mod:`rolloutlab.io._ndjson`, :mod:`rolloutlab.io._fastpath`): written to the same
         file as the rows added one by one.  ``rows`` must have the table's schema, but that
-        text columns may be polars' ``string_view`` (written as they are: the Parquet file
-        is the same); counts are the caller's."""
-        if not _as_plain(rows.schema).equals(self._schemas[table]):
+        the texts' columns may be polars' ``string_view`` (written as they are: the Parquet
+        file is the same); counts are the caller's."""
+        if not (_as_plain(rows.schema) if table == "texts" else rows.schema).equals(self._schemas[table]):
             raise ValueError(f"{table}: rows do not have the table's schema:\n{rows.schema}")
         if rows.num_rows:
             self._write(table, rows)
@@ -607,9 +607,8 @@ class PartSink:
 
 
 def _as_plain(schema: pa.Schema) -> pa.Schema:
-    """``schema`` with polars' ``string_view`` / ``large_string`` columns as ``string``."""
-    return pa.schema([f.with_type(pa.string()) if f.type in (pa.string_view(), pa.large_string()) else f
-                      for f in schema])
+    """``schema`` with polars' ``string_view`` columns as ``string``."""
+    return pa.schema([f.with_type(pa.string()) if f.type == pa.string_view() else f for f in schema])
 
 
 _STATS: dict[str, bool | list[str]] = {
