@@ -195,7 +195,7 @@ def read_dump_pyarrow(path: Path, file_step: int, split: str, sink: PartSink) ->
                                  schema=TURNS)
     texts0 = pa.Table.from_arrays([run1, splits1, steps1, ids1, zeros, *[one_s] * (len(TEXTS) - 5)], schema=TEXTS)
 
-    write_rows(sink, split, traj, texts, turns, texts0, split_rows, steps_np, traj_id.to_pylist())
+    write_rows(sink, split, traj, texts, turns, texts0, split_rows, steps_np, traj_id.to_pylist() if split_rows else [])
     # sink.traj_ids (its duplicate check) is left alone: this part is this file alone.
     return True
 
@@ -205,7 +205,8 @@ def write_rows(sink: PartSink, split: str, traj: pa.Table, texts: pa.Table, one_
     """Hand a file's rows to ``sink`` in the line reader's order (for files within its
     batch of 2,048 lines, the same Parquet rows in the same order): the trajectories;
     their texts; the turns and turn texts of the ones split into turns; the turn rows of
-    the one-turn ones (``one_turns``, ``one_texts``).  Counts them."""
+    the one-turn ones (``one_turns``, ``one_texts``).  ``ids``: the trajectory ids, when
+    some rows are split into turns.  Counts the rows."""
     n = traj.num_rows
     sink.add_arrow("trajectories", traj)
     if split_rows:

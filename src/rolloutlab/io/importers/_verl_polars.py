@@ -5,12 +5,11 @@ ingest the same files both ways and compare every table): the same trajectory id
 group and task hashes, reward components in record order, ``extras`` texts, success,
 turn rows and turn texts.  polars parses the file and scans the long texts in one query
 (which input each row has, lengths, the outputs that may hold several turns or Hermes
-tool calls), in the prefetch thread when the file is read ahead; the short columns
-(ids, groups, the text/number split, ``extras``) are numpy and Python lists over the
-file's rows, which cost less than the tenth of a millisecond each polars query or
-pyarrow.compute call costs (and pyarrow.compute a tenth of a second to import).
-Python loops also run over the distinct inputs (their blake2b hash) and over the outputs
-split into turns.
+tool calls), in the prefetch thread when the file is read ahead; one more query builds
+the ids and the ``extras`` JSON (orjson's escapes, by ``str.replace_many``, only for
+columns that need them), and numpy the numbers, group ranks and reward components.  No
+pyarrow.compute: its import costs a tenth of a second.  Python loops run only over the
+distinct inputs (their blake2b hash) and over the outputs split into turns.
 
 Refused (False, nothing written), so that the line reader reads the file and names the
 line at fault: anything :func:`read_ndjson` or :func:`layout_holds` refuses (so records
@@ -24,7 +23,6 @@ values, or doubles in ``gts``); ``acc`` of a type the line path does not map; a 
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,7 +50,8 @@ class _Parsed:
     df: pl.DataFrame
     scan: pl.DataFrame
     """Per row: ``prompt`` (a number per distinct input), ``first_of_prompt``,
-    ``prompt_chars``, ``response_chars`` and ``may_split``."""
+    ``prompt_chars``, ``response_chars`` and ``may_split``; per short text column ``c``,
+    ``escape c``: whether a value holds a character JSON escapes."""
     tab: pa.Table
     """``df`` as Arrow: polars' strings as string views, without a copy."""
 
@@ -82,6 +81,8 @@ def _parse(path: Path) -> _Parsed | None:
         prompt_chars=inp.str.len_chars().cast(pl.Int64),
         response_chars=out.str.len_chars().cast(pl.Int64),
         may_split=out.str.contains("\nassistant\n", literal=True) | out.str.contains("<tool_", literal=True),
+        **{f"escape {c}": pl.col(c).str.contains(_NEEDS_ESCAPE).any()
+           for c in names if schema[c] == pl.String and c not in ("input", "output")},
     )
     tab = df.to_arrow(compat_level=pl.CompatLevel.newest())
     if any(c.null_count for c in tab.columns):  # a null reads like a missing key
@@ -112,8 +113,8 @@ def read_dump_polars(path: Path, file_step: int, split: str, sink: PartSink) -> 
     # (polars reads no NaN nor infinity: the numbers are finite).
     comp_names: list[str] = []
     comp_cols: list[np.ndarray] = []
-    extra_keys: list[str] = []
-    extra_texts: list[list[str]] = []
+    extra_names: list[str] = []
+    extra_texts: list[pl.Expr] = []
     for c in names:
         if c in _CORE and c != "gts":
             continue
@@ -121,34 +122,36 @@ def read_dump_polars(path: Path, file_step: int, split: str, sink: PartSink) -> 
             comp_names.append(c)
             comp_cols.append(df[c].to_numpy().astype(np.float64))
             continue
-        texts = _json_texts(df[c])
-        if texts is None:
+        text = _json_value(c, schema[c], escape=bool(scan[f"escape {c}"][0]) if schema[c] == pl.String else False)
+        if text is None:
             return False
-        extra_keys.append(orjson.dumps(c).decode().replace("%", "%%"))
-        extra_texts.append(texts)
+        extra_names.append(c)
+        extra_texts.append(text)
     success = _success(df["acc"] if "acc" in names else None, n)
     if success is None:
         return False
     data_source = _plain(df["data_source"]) if schema.get("data_source") == pl.String else pa.nulls(n, pa.string())
 
     # Groups: one step's trajectories with the same input (the line path: the same
-    # group_id); the task is the input's hash.  Python lists for the ids: over a file's
-    # rows they cost less than native calls' overheads.
+    # group_id); the task is the input's hash, computed once per distinct input.
     prompt = scan["prompt"].to_numpy()
     firsts = np.flatnonzero(scan["first_of_prompt"].to_numpy())
     digest_of = np.empty(len(firsts), object)
     inputs = df["input"].to_list()
     digest_of[prompt[firsts]] = [_task_hash(inputs[i]) for i in firsts.tolist()]
-    task_ids = digest_of[prompt].tolist()
     # grouped by digest, as the line path groups by group_id (two inputs of one hash: one group)
     _, codes = np.unique(digest_of, return_inverse=True)
-    codes = codes[prompt]
-    step_strs = [str(s) for s in steps_np.tolist()]
-    group_ids = [f"{s}:{t}" for s, t in zip(step_strs, task_ids, strict=True)]
-    traj_ids = [f"{split}/{s}/{i}" for i, s in enumerate(step_strs, 1)]
-    sample_idx = rank_in_group(steps_np, codes)
-    row = "{" + ",".join(k + ":%s" for k in extra_keys) + "}"
-    extras: list[str | None] = [row % v for v in zip(*extra_texts, strict=True)] if extra_keys else [None] * n
+    sample_idx = rank_in_group(steps_np, codes[prompt])
+    step = (pl.col("step") if "step" in names else pl.lit(file_step, pl.Int64)).cast(pl.String)
+    task_id = pl.lit(pl.Series(digest_of.tolist(), dtype=pl.String)).gather(pl.lit(scan["prompt"]))
+    ids = df.select(
+        task_id=task_id,
+        group_id=pl.concat_str(step, pl.lit(":"), task_id),
+        traj_id=pl.concat_str(pl.lit(f"{split}/"), step, pl.lit("/"), pl.int_range(1, pl.len() + 1).cast(pl.String)),
+        extras=_json_object(extra_names, extra_texts),
+    )
+    traj_id = _plain(ids["traj_id"])
+    extras = _plain(ids["extras"])
 
     # Turns: only outputs that may hold several turns or tool calls are split (in Python).
     response = tab["output"]
@@ -156,6 +159,7 @@ def read_dump_polars(path: Path, file_step: int, split: str, sink: PartSink) -> 
     tool_calls = np.zeros(n, np.int64)
     invalid: list[int | None] = [None] * n
     split_rows: dict[int, list[TurnData]] = {}
+    finals: dict[int, str] = {}
     for i in np.flatnonzero(scan["may_split"].to_numpy()).tolist():  # what verl._may_split looks for
         o = response[i].as_py()
         so = split_turns(o)
@@ -166,14 +170,17 @@ def read_dump_polars(path: Path, file_step: int, split: str, sink: PartSink) -> 
             if any(t.action_valid is not None for t in ts):
                 invalid[i] = sum(t.action_valid is False for t in ts)
         if so.final_observation is not None:
-            fo = orjson.dumps(so.final_observation).decode()
-            b = extras[i]
-            extras[i] = '{"final_observation":' + fo + "}" if b is None else b[:-1] + ',"final_observation":' + fo + "}"
+            finals[i] = orjson.dumps(so.final_observation).decode()
+    if finals:  # appended, as the line path adds the key last
+        extras_py = extras.to_pylist()
+        for i, fo in finals.items():
+            b = extras_py[i]
+            extras_py[i] = '{"final_observation":' + fo + "}" if b is None else b[:-1] + ',"final_observation":' + fo + "}"
+        extras = pa.array(extras_py, pa.string())
 
     run = pa.repeat(pa.scalar(sink.run_id, pa.string()), n)
     splits = pa.repeat(pa.scalar(split, pa.string()), n)
     steps = pa.array(steps_np, pa.int64())
-    traj_id = pa.array(traj_ids, pa.string())
     nulls_s, nulls_i = pa.nulls(n, pa.string()), pa.nulls(n, pa.int64())
     k = len(comp_names)
     reward_components = pa.MapArray.from_arrays(
@@ -182,8 +189,7 @@ def read_dump_polars(path: Path, file_step: int, split: str, sink: PartSink) -> 
         pa.array(np.column_stack(comp_cols).ravel() if k else np.zeros(0), pa.float64()),
     )
     traj = pa.Table.from_arrays([
-        run, splits, steps, pa.array(group_ids, pa.string()), pa.array(sample_idx), traj_id,
-        pa.array(task_ids, pa.string()), data_source, nulls_s, pa.array(df["score"].to_numpy().astype(np.float64)),
+        run, splits, steps, _plain(ids["group_id"]), pa.array(sample_idx), traj_id, _plain(ids["task_id"]), data_source, nulls_s, pa.array(df["score"].to_numpy().astype(np.float64)),
         reward_components, success, pa.repeat(pa.scalar(True), n), nulls_s, pa.array(num_turns), nulls_i, nulls_i,
         pa.array(tool_calls), pa.array(invalid, pa.int64()), scan["prompt_chars"].to_arrow(),
         scan["response_chars"].to_arrow(),
@@ -194,12 +200,12 @@ def read_dump_polars(path: Path, file_step: int, split: str, sink: PartSink) -> 
     # path writes them.
     texts = pa.Table.from_arrays([
         run, splits, steps, traj_id, pa.repeat(pa.scalar(-1, pa.int64()), n), tab["input"], response, nulls_s,
-        pa.array(extras, pa.string()), *[nulls_s] * (len(TEXTS) - 9),
+        extras, *[nulls_s] * (len(TEXTS) - 9),
     ], schema=_TEXTS_VIEWS)
     one = np.ones(n, bool)
     one[list(split_rows)] = False
     k1 = int(one.sum())
-    ids1 = traj_id if k1 == n else pa.array([t for t, o in zip(traj_ids, one.tolist(), strict=True) if o], pa.string())
+    ids1 = traj_id if k1 == n else _plain(ids["traj_id"].filter(pl.Series(one)))
     run1, splits1, steps1 = run[:k1], splits[:k1], pa.array(steps_np[one], pa.int64())
     zeros = pa.repeat(pa.scalar(0, pa.int64()), k1)
     one_f, one_b, one_i = pa.nulls(k1, pa.float64()), pa.nulls(k1, pa.bool_()), pa.nulls(k1, pa.int64())
@@ -208,7 +214,8 @@ def read_dump_polars(path: Path, file_step: int, split: str, sink: PartSink) -> 
     texts0 = pa.Table.from_arrays([run1, splits1, steps1, ids1, zeros,
                                    *[pa.nulls(k1, t) for t in _TEXTS_VIEWS.types[5:]]], schema=_TEXTS_VIEWS)
 
-    write_rows(sink, split, traj, texts, turns, texts0, split_rows, steps_np, traj_ids)
+    write_rows(sink, split, traj, texts, turns, texts0, split_rows, steps_np,
+               ids["traj_id"].to_list() if split_rows else [])
     # sink.traj_ids (its duplicate check) is left alone: this part is this file alone.
     return True
 
@@ -227,25 +234,34 @@ def _plain(col: pl.Series) -> pa.Array:
     return pa.Array.from_buffers(pa.string(), len(big), [validity, pa.py_buffer(narrow), data], big.null_count)
 
 
-_NEEDS_ESCAPE = re.compile(r'[\x00-\x1f"\\]')
+_NEEDS_ESCAPE = r'[\x00-\x1f"\\]'
 """The characters JSON escapes inside a string; orjson writes every other one as it is."""
+_ESCAPED = [chr(c) for c in range(0x20)] + ['"', "\\"]
+_ESCAPES = [orjson.dumps(c).decode()[1:-1] for c in _ESCAPED]
+"""How orjson writes each of them (``\\n``, ``\\u001f``...)."""
 
 
-def _json_texts(col: pl.Series) -> list[str] | None:
-    """Each value of a null-free scalar column as orjson writes it; None for a type whose
-    text could differ (doubles: the shortest round-trip forms of the two differ) or that
-    is not a scalar."""
-    t = col.dtype
-    values = col.to_list()
-    if t == pl.String:
-        if _NEEDS_ESCAPE.search("".join(values)):
-            return [orjson.dumps(v).decode() for v in values]
-        return ['"' + v + '"' for v in values]
-    if t == pl.Boolean:
-        return ["true" if v else "false" for v in values]
-    if t == pl.Int64:
-        return [str(v) for v in values]
+def _json_value(name: str, dtype: pl.DataType, *, escape: bool) -> pl.Expr | None:
+    """Each value of a null-free scalar column as orjson writes it (``escape``: some
+    value of the text column holds a character to escape); None for a type whose text
+    could differ (doubles: the shortest round-trip forms of the two differ) or that is
+    not a scalar."""
+    if dtype == pl.String:
+        col = pl.col(name).str.replace_many(_ESCAPED, _ESCAPES) if escape else pl.col(name)
+        return pl.concat_str(pl.lit('"'), col, pl.lit('"'))
+    if dtype == pl.Boolean or dtype == pl.Int64:
+        return pl.col(name).cast(pl.String)  # true / false, and decimal digits, as JSON writes them
     return None
+
+
+def _json_object(names: list[str], values: list[pl.Expr]) -> pl.Expr:
+    """``{"name": value, ...}`` per row, compact as orjson writes it, from JSON texts."""
+    if not names:
+        return pl.lit(None, pl.String)
+    parts: list[pl.Expr] = []
+    for i, (k, v) in enumerate(zip(names, values, strict=True)):
+        parts += [pl.lit(("{" if i == 0 else ",") + orjson.dumps(k).decode() + ":"), v]
+    return pl.concat_str(*parts, pl.lit("}"))
 
 
 def _success(acc: pl.Series | None, n: int) -> pa.Array | None:
