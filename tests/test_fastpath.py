@@ -299,6 +299,7 @@ _MANY = [dict(_BASE, pred="x")] * 150  # past the rows polars infers its schema 
     # escapes and both writers' spacing: read natively, the same rows
     (_rows(dict(_BASE, output='q"uo\\te / \\/ é 😀 \n\t\x01\x7f\u2028', gts='"g"', pred="\\")), True),
     (_rows(dict(_BASE, output="é 😀"), style="orjson"), True),
+    (_rows(dict(_BASE, pred="".join(map(chr, range(1, 0x80))) + "\u2028\ufeff😀"), dict(_BASE, pred="x")), True),
     (json.dumps(dict(_BASE, output="é 😀 \x01"), ensure_ascii=True).encode() + b"\n", True),
     (_rows(*[dict(_BASE, **{f"k{i}": i for i in range(40)})] * 2), None),  # polars may reorder > 32 keys
     # a key of the record that the line path overwrites with the environment's last reply
