@@ -13,7 +13,8 @@ run, so that the ratios hold on a noisy shared machine:
 - the per-step reward/length table read back from the store.
 
 The headline is ``ingest / polars one-liner`` (target <= 1.0): ingest does more (checks,
-groups, turns, four tables) but reads natively too (rolloutlab.io._fastpath).
+groups, turns, four tables) but reads natively too (rolloutlab.io._ndjson: polars, with
+the ``fast`` extra; else rolloutlab.io._fastpath, pyarrow's reader).
 
 Usage: ``python benchmarks/bench_ingest.py [--steps 100 --trajs 512 --reps 3]``
 """

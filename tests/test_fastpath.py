@@ -1,11 +1,13 @@
-"""The native-reader fast path (issue 7, "Ingest at native speed").
+"""The native-reader fast paths (issue 7, "Ingest at native speed").
 
-The same files are ingested through the native reader and through the line reader, and
-every table is compared row for row (texts and turns included); files the native reader
-must refuse still give the line reader's result and its located errors.  No real verl
-dump is bundled in tests/fixtures/samples, so the files are the benchmark's generator and
-format-faithful dumps written here (``_dump_generations`` writes one ``json.dumps`` of
-one dict per line, keys ``input, output, gts, score, step`` then the reward extras).
+The same files are ingested through a native reader — polars (the ``fast`` extra) and,
+as without it, pyarrow's JSON reader — and through the line reader, and every table is
+compared: every column, in key order, and the Parquet rows in the order the files hold
+them (texts and turns included); files a native reader must refuse still give the line
+reader's result and its located errors.  No real verl dump is bundled in
+tests/fixtures/samples, so the files are the benchmark's generator and format-faithful
+dumps written here (``_dump_generations`` writes one ``json.dumps`` of one dict per line,
+keys ``input, output, gts, score, step`` then the reward extras), and seeded random ones.
 """
 
 from __future__ import annotations
@@ -16,10 +18,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 import rolloutlab
 from rolloutlab.io import InputError, PartSink
+from rolloutlab.io._ndjson import polars_module
 from rolloutlab.io.importers import _verl_fast
 from rolloutlab.io.importers.verl import VerlImporter
 
@@ -33,9 +39,34 @@ HERMES = ('I will search.\n<tool_call>\n{"name": "search", "arguments": {"q": "x
           '<tool_response>\nfound "x"\n</tool_response>\nassistant\nThe answer is x.')
 
 
+@pytest.fixture(params=["polars", "pyarrow"])
+def reader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The native reader under test: polars, or pyarrow's (polars made uninstalled)."""
+    if request.param == "polars":
+        pytest.importorskip("polars")
+    else:
+        monkeypatch.setitem(sys.modules, "polars", None)  # import polars -> ImportError
+    return str(request.param)
+
+
 def _tables(store: Path) -> dict[str, list[tuple[Any, ...]]]:
     st = rolloutlab.open_store(store)
     return {t: st.sql(f"SELECT * FROM {t} ORDER BY {k}").fetchall() for t, k in _KEYS.items()}
+
+
+def _files_rows(store: Path) -> dict[str, list[tuple[pa.Schema, list[dict[str, Any]]]]]:
+    """Each table's Parquet files, in the order of their parts' keys: schema and rows as
+    the file holds them."""
+    st = rolloutlab.open_store(store)
+    parts = sorted((p for run in st.manifest["runs"].values() for p in run["parts"].values()), key=lambda p: p["key"])
+    out: dict[str, list[tuple[pa.Schema, list[dict[str, Any]]]]] = {}
+    for table in _KEYS:
+        out[table] = []
+        for p in parts:
+            if table in p["files"]:
+                t = pq.read_table(store / p["files"][table])
+                out[table].append((t.schema, t.to_pylist()))
+    return out
 
 
 def _ingest_both(src: Path, tmp: Path, monkeypatch: pytest.MonkeyPatch, **kw: Any) -> tuple[Any, Any, int]:
@@ -60,19 +91,28 @@ def _ingest_both(src: Path, tmp: Path, monkeypatch: pytest.MonkeyPatch, **kw: An
 
 
 def _assert_same(tmp: Path, fast: Any, slow: Any) -> None:
+    """Same counts; every table equal row for row in key order; and, file by file, the
+    same schema and the same rows in the same order (the files here are within the line
+    reader's batch of 2,048 lines)."""
     assert [s.counts for s in fast.sources] == [s.counts for s in slow.sources]
     a, b = _tables(tmp / "fast"), _tables(tmp / "slow")
     for table in _KEYS:
         assert len(a[table]) == len(b[table]), table
         for ra, rb in zip(a[table], b[table], strict=True):
             assert ra == rb, (table, ra, rb)
+    fa, fb = _files_rows(tmp / "fast"), _files_rows(tmp / "slow")
+    for table in _KEYS:
+        assert len(fa[table]) == len(fb[table]), table
+        for (sa, ra), (sb, rb) in zip(fa[table], fb[table], strict=True):
+            assert sa == sb, (table, sa, sb)
+            assert ra == rb, table
 
 
 def _line(**rec: Any) -> bytes:
     return json.dumps(rec, ensure_ascii=False).encode()  # as verl writes them (spaces after : and ,)
 
 
-def test_generated_dump_same_both_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_generated_dump_same_both_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reader: str) -> None:
     dump = make_verl_dump(tmp_path / "dump", steps=3, trajs=64)
     fast, slow, accepted = _ingest_both(dump, tmp_path, monkeypatch)
     assert accepted == 3
@@ -80,7 +120,7 @@ def test_generated_dump_same_both_paths(tmp_path: Path, monkeypatch: pytest.Monk
     assert fast.sources[0].counts["trajectories"] == 192
 
 
-def test_varied_dump_same_both_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_varied_dump_same_both_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reader: str) -> None:
     """Multi-turn outputs, Hermes calls, a trailing environment reply, escapes and non-ASCII
     text, numeric extras (reward components), acc as 0/1, data_source, repeated prompts."""
     d = tmp_path / "val_dump"
@@ -101,7 +141,7 @@ def test_varied_dump_same_both_paths(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert max(r[14] for r in tabs["trajectories"]) == 2  # num_turns of the two-turn outputs
 
 
-def test_no_extras_and_step_from_file_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_extras_and_step_from_file_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reader: str) -> None:
     d = tmp_path / "d"
     d.mkdir()
     (d / "7.jsonl").write_bytes(b"".join(_line(input=f"p{i % 2}", output="o", score=i) + b"\n" for i in range(6)))
@@ -129,7 +169,7 @@ def test_no_extras_and_step_from_file_name(tmp_path: Path, monkeypatch: pytest.M
     b'{"input": "p", "output": "o", "score": 1, "pred": "a"}\n{"input": "p", "output": "o", "score": 1, "pred": 3}\n',
 ])
 def test_refused_files_give_the_line_readers_result(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                     body: bytes) -> None:
+                                                     body: bytes, reader: str) -> None:
     d = tmp_path / "d"
     d.mkdir()
     (d / "1.jsonl").write_bytes(body)
@@ -148,13 +188,15 @@ GOOD = b'{"input": "p", "output": "o", "score": 1}\n'
     (b'{"input": "p", "output": 5, "score": 1}', "output"),
     (b'{"input": "p", "output": "o", "score": 1, "step": -3}', "step"),
     (b'{"input": "p", "output": "\\ud800", "score": 1}', "surrogate"),
+    (b'{"input": "p", "output": "x\\ud800y", "score": 1}', "surrogate"),  # polars reads it as U+0000
+    (b'{"input": "p", "output": "\\udc00", "score": 1}', "surrogate"),
     (b'{"input": "p", "output": "\xff", "score": 1}', "UTF-8"),
     # two records on one line: the native reader would read both
     (GOOD[:-1] + b" " + GOOD[:-1], "invalid JSON"),
     (b'{"input": "p", "output": "o", "score": 1, "a": "x", "b": 1} {"input": "p", "output": "o", "score": 1, "a": "x", "b": 1}',
      "invalid JSON"),
 ])
-def test_malformed_lines_keep_located_errors(tmp_path: Path, bad: bytes, what: str) -> None:
+def test_malformed_lines_keep_located_errors(tmp_path: Path, bad: bytes, what: str, reader: str) -> None:
     d = tmp_path / "d"
     d.mkdir()
     (d / "1.jsonl").write_bytes(GOOD + bad + b"\n" + GOOD)
@@ -185,14 +227,16 @@ def test_cli_import_is_light() -> None:
 
 
 def test_ingest_command_loads_neither_pandas_nor_duckdb(tmp_path: Path) -> None:
-    """The ingest command's process imports what ingesting needs: pyarrow, not pandas
-    (pyarrow would import it to type-check values) nor duckdb (queries only)."""
+    """The ingest command's process imports what ingesting needs: pyarrow and polars
+    when installed, not pandas (pyarrow would import it to type-check values), duckdb
+    (queries only) nor pydantic's records."""
     dump = make_verl_dump(tmp_path / "dump", steps=2, trajs=16)
     code = ("import sys\nfrom rolloutlab.cli import main\n"
             f"assert main(['ingest', {str(dump)!r}, '--store', {str(tmp_path / 'st')!r}, '--json']) == 0\n"
-            "print('LOADED', *(m for m in ('pandas', 'duckdb', 'polars', 'torch') if m in sys.modules))")
+            "print('LOADED', *(m for m in ('pandas', 'duckdb', 'polars', 'torch', 'rolloutlab.schema._records')"
+            " if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.splitlines()[-1] == "LOADED"
+    assert out.splitlines()[-1] == ("LOADED polars" if polars_module() is not None else "LOADED")
     assert rolloutlab.open_store(tmp_path / "st").sql("SELECT count(*) FROM trajectories").fetchall() == [(32,)]
 
 
@@ -228,3 +272,182 @@ def test_rows_containing_long_values() -> None:
     want = [i for i, v in enumerate(values) if any(n in v for n in needles)]
     got = rows_containing(pa.array(values), needles)
     assert [i for i in got if any(n in values[i] for n in needles)] == want
+
+
+def _rows(*recs: dict[str, Any], style: str = "verl") -> bytes:
+    dump = (lambda r: json.dumps(r, ensure_ascii=False)) if style == "verl" else (lambda r: orjson.dumps(r).decode())
+    return "".join(dump(r) + "\n" for r in recs).encode()
+
+
+_BASE = {"input": "p", "output": "o", "score": 1}
+_MANY = [dict(_BASE, pred="x")] * 150  # past the rows polars infers its schema from
+
+
+@pytest.mark.parametrize(("body", "polars_takes"), [
+    # what polars reads otherwise than orjson: refused
+    (b'{"input": "p", "output": "o", "score": 1, "pred": "a", "pred": "b"}\n', False),  # keeps the first
+    (b'{"input": "p", "input": "q", "output": "o", "score": 1}\n', False),
+    (_rows(*_MANY, dict(_BASE, pred="x", late=2)), False),  # a key polars drops
+    (_rows(*_MANY, dict(_BASE, pred=3)), False),  # a number polars turns into text
+    (_rows(dict(_BASE, pred=3), dict(_BASE, pred="x")), False),
+    (_rows(dict(_BASE, output="a\x00b")), False),  # U+0000, which is also what a lone surrogate reads as
+    # layouts the byte check does not know: refused, same result
+    (b'{"input" : "p", "output": "o", "score": 1}\n', False),
+    (b'{ "input": "p", "output": "o", "score": 1}\n', False),
+    (b'{"input":\t"p", "output": "o", "score": 1}\n', False),
+    (b'{"input": "p", "output": "o", "score": 1} \n{"input": "p", "output": "o", "score": 1}\n', False),
+    # escapes and both writers' spacing: read natively, the same rows
+    (_rows(dict(_BASE, output='q"uo\\te / \\/ é 😀 \n\t\x01\x7f\u2028', gts='"g"', pred="\\")), True),
+    (_rows(dict(_BASE, output="é 😀"), style="orjson"), True),
+    (_rows(dict(_BASE, pred="".join(map(chr, range(1, 0x80))) + "\u2028\ufeff😀"), dict(_BASE, pred="x")), True),
+    (json.dumps(dict(_BASE, output="é 😀 \x01"), ensure_ascii=True).encode() + b"\n", True),
+    (_rows(*[dict(_BASE, **{f"k{i}": i for i in range(40)})] * 2), None),  # polars may reorder > 32 keys
+    # a key of the record that the line path overwrites with the environment's last reply
+    (_rows(dict(_BASE, output="a\nassistant\nb\ntool\nlate reply", final_observation="mine")), False),
+])
+def test_polars_hazards_give_the_line_readers_result(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reader: str,
+                                                     body: bytes, polars_takes: bool | None) -> None:
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "1.jsonl").write_bytes(body)
+    fast, slow, accepted = _ingest_both(d, tmp_path, monkeypatch)
+    _assert_same(tmp_path, fast, slow)
+    if reader == "polars" and polars_takes is not None:
+        assert accepted == polars_takes
+
+
+def _layout_by_hand(data: bytes, n_rows: int, names: list[str], strings: set[str]) -> bool:
+    """layout_holds, the slow obvious way: split the lines, walk each one's strings."""
+    lines = data.split(b"\n")
+    if lines[-1] != b"" or len(lines) - 1 != n_rows:
+        return False
+    want = [orjson.dumps(k) for k in names]
+    for line in lines[:-1]:
+        if not (line.startswith(b'{"') and line.endswith(b"}")):
+            return False
+        keys, values, i = [], [], 0
+        while i < len(line):
+            if line[i:i + 1] != b'"':
+                i += 1
+                continue
+            j = i + 1
+            while line[j:j + 1] != b'"':
+                j += 2 if line[j:j + 1] == b"\\" else 1
+            if line[j + 1:j + 2] == b":":
+                keys.append(line[i:j + 1])
+                v = j + 2 + (line[j + 2:j + 3] == b" ")
+                values.append(line[v:v + 1])
+            i = j + 1
+        if keys != want or any(v != b'"' for k, v in zip(names, values, strict=True) if k in strings):
+            return False
+    return True
+
+
+def test_layout_holds_matches_a_walk_of_each_line() -> None:
+    """Random files of scalar records (the case layout_holds is for): repeated, missing,
+    reordered or escaped keys, numbers where text is expected, blank lines, both
+    writers' spacing, backslash runs before quotes."""
+    import random
+
+    from rolloutlab.io._ndjson import layout_holds
+
+    rng = random.Random(7)
+    texts = ["plain", 'q"q', "back\\", "\\\\", 'x\\"', "é😀", "\n\t", "", ":", '":"', "\\u0041"]
+    agree = disagree = 0
+    for _ in range(600):
+        names = rng.sample(["input", "output", "score", "a", "b\u00e9", "c d"], rng.randint(1, 5))
+        strings = {k for k in names if rng.random() < 0.6}
+        lines = []
+        for _ in range(rng.randint(1, 4)):
+            rec: list[tuple[str, Any]] = [(k, rng.choice(texts) if k in strings else rng.choice([1, 2.5, True, -3]))
+                                          for k in names]
+            r = rng.random()
+            if r < 0.08:
+                rec.append((rng.choice(names), "dup"))
+            elif r < 0.14:
+                rec.reverse()
+            elif r < 0.2 and strings:
+                rec = [(k, 5 if k in strings else v) for k, v in rec]
+            elif r < 0.25:
+                rec = rec[:-1]
+            sep = rng.choice([(", ", ": "), (",", ":")])
+            body = sep[0].join(orjson.dumps(k).decode() + sep[1] + orjson.dumps(v).decode() for k, v in rec)
+            if rng.random() < 0.3:
+                body = json.dumps(dict(rec), ensure_ascii=True)[1:-1]
+            lines.append("{" + body + "}")
+            if rng.random() < 0.05:
+                lines.append(rng.choice(["", " "]))
+        data = ("\n".join(lines) + "\n").encode()
+        n = sum(1 for ln in lines if ln.strip())
+        want = _layout_by_hand(data, n, names, strings)
+        assert layout_holds(data, n, names, strings) == want, data
+        agree += want
+        disagree += not want
+    assert agree > 100 and disagree > 100  # both answers were exercised
+
+
+def test_prefetched_takes_the_result_of_an_unchanged_file(tmp_path: Path) -> None:
+    import os
+
+    from rolloutlab.io._ndjson import prefetch, prefetched
+
+    f = tmp_path / "1.jsonl"
+    f.write_bytes(b"one\n")
+    calls: list[bytes] = []
+
+    def load(p: Path) -> bytes:
+        calls.append(p.read_bytes())
+        return p.read_bytes()
+
+    prefetch(f, load)
+    assert prefetched(f, load) == b"one\n" and calls == [b"one\n"]  # loaded once, in the background
+    prefetch(f, load)
+    f.write_bytes(b"two, longer\n")
+    os.utime(f, ns=(1, 1))
+    assert prefetched(f, load) == b"two, longer\n"  # changed since: loaded again
+    assert prefetched(f, lambda p: b"other load") == b"other load"  # nothing ahead for another load
+
+
+def test_random_dumps_same_both_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reader: str) -> None:
+    """Seeded random verl dumps, some well-formed, some with one fault (a type change, a
+    missing or repeated key, an escape, a blank line): the native reader gives the line
+    reader's tables, or the line reader's error."""
+    import random
+
+    rng = random.Random(11)
+    values: list[Any] = ["a", 'q"', "\\", "é", "😀", "\n", 0, 1, 2.5, -7, True, False, None, [1], {"x": 1}, "", 10**20]
+    taken = 0
+    for case in range(24):
+        d = tmp_path / f"c{case}" / "dump"
+        d.mkdir(parents=True)
+        extras = rng.sample(["gts", "acc", "pred", "f1", "data_source"], rng.randint(0, 4))
+        kinds = {k: rng.choice(["str", "int", "float", "bool"]) for k in extras}
+        recs = []
+        for i in range(rng.randint(3, 12)):
+            rec: dict[str, Any] = {"input": f"prompt {i % 3}", "output": rng.choice(["o", HERMES, "a\nuser\nb\nassistant\nc"]),
+                                   "score": rng.choice([0, 1, 0.5]), "step": 2}
+            for k in extras:
+                rec[k] = {"str": f"v{i}", "int": i, "float": i / 4, "bool": i % 2 == 0}[kinds[k]]
+            recs.append(rec)
+        if case % 2:
+            i, k = rng.randrange(len(recs)), rng.choice(["input", "output", "score", "step", *extras])
+            recs[i][k] = rng.choice(values)
+        lines = [json.dumps(r, ensure_ascii=rng.random() < 0.5) for r in recs]
+        if case % 6 == 3:
+            lines.insert(rng.randrange(len(lines)), "")
+        if case % 6 == 5:
+            i = rng.randrange(len(lines))
+            lines[i] = lines[i][:-1] + ', "score": 3}'
+        (d / "2.jsonl").write_text("\n".join(lines) + "\n")
+        try:
+            fast, slow, accepted = _ingest_both(d, d.parent, monkeypatch)
+        except rolloutlab.RolloutlabError as e:  # then the line reader alone fails the same way
+            with monkeypatch.context() as m, pytest.raises(rolloutlab.RolloutlabError) as slow_error:
+                m.setattr(_verl_fast, "read_dump_native", lambda *a: False)
+                m.setattr(VerlImporter, "_read_dump_fast", staticmethod(lambda *a: False))
+                rolloutlab.ingest([d], d.parent / "slow-alone")
+            assert str(e) == str(slow_error.value)
+            continue
+        _assert_same(d.parent, fast, slow)
+        taken += accepted
+    assert taken >= 6  # the native reader read the well-formed ones

@@ -55,24 +55,30 @@ def store_path(store: Path | None) -> Path:
     return store if store is not None else default_store()
 
 
-def _register() -> None:
-    # one module per command; env_serve adds `env serve` to the env sub-app
-    from rolloutlab.cli import (  # noqa: F401
-        analyze,
-        check_store,
-        demo,
-        env,
-        env_serve,
-        eval,
-        ingest,
-        report,
-        runs,
-        serve,
-        show,
-        sql,
-        train,
-        watch,
-    )
+@app.callback()
+def _group() -> None:
+    # A callback keeps `rolloutlab` a group of commands when _register loads only one
+    # (typer would otherwise run a lone command without its name).
+    pass
+
+
+_MODULES = ("analyze", "check_store", "demo", "env", "env_serve", "eval", "ingest", "report", "runs", "serve",
+            "show", "sql", "train", "watch")
+"""One module per command, in the order the help lists them; env_serve adds `env serve`
+to the env sub-app."""
+_COMMAND_MODULES = {"check-store": ("check_store",), "env": ("env", "env_serve"), "formats": ("ingest",)}
+
+
+def _register(argv: Sequence[str] | None = None) -> None:
+    """Import the command modules: only the one that defines the command ``argv`` names
+    first (building every command's options costs a tenth of a second at each start),
+    all of them for the help, an option first or a name no module defines."""
+    import importlib
+
+    first = argv[0] if argv else ""
+    modules = _COMMAND_MODULES.get(first) or ((first,) if first in _MODULES and first != "env_serve" else _MODULES)
+    for m in modules:
+        importlib.import_module(f"rolloutlab.cli.{m}")
 
 
 _AFTER_INTERRUPT = {
@@ -90,14 +96,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     from rolloutlab.io import RolloutlabError
     from rolloutlab.io._errors import Interrupted
 
-    _register()
+    args = list(argv) if argv is not None else sys.argv[1:]
+    _register(args)
     try:
         # with standalone_mode=False click returns typer.Exit's code instead of raising it
         with _signals_raise(), _warnings_as_lines():
-            rv = app(args=list(argv) if argv is not None else None, standalone_mode=False)
+            rv = app(args=args, standalone_mode=False)
     except Interrupted as e:
         name = signal.Signals(e.signum).name
-        args = list(argv) if argv is not None else sys.argv[1:]
         after = _AFTER_INTERRUPT.get(next((a for a in args if not a.startswith("-")), ""))
         if after is not None:
             err_console.print(f"interrupted ({name}): {after}", highlight=False)

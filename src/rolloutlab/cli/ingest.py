@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Annotated
 
@@ -40,7 +41,6 @@ def ingest(
     import dataclasses
 
     import orjson
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from rolloutlab.io import RolloutlabError
     from rolloutlab.io import ingest as do_ingest
@@ -54,20 +54,31 @@ def ingest(
         raise RolloutlabError("--index names the runs; drop --name (or drop --index)")
     labels = _pairs(label or [], "--label")
     mapping = _pairs(map_ or [], "--map") or None
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err_console, transient=True, disable=json_) as bar:
-        task = bar.add_task("ingest", total=None)
+    run = functools.partial(do_ingest, sources, store_path(store), name=name, labels=labels, format=format,
+                            mapping=mapping, split=split, on_error=on_error, jobs=jobs, index=index)
+    if json_:  # no progress bar: not even rich's progress module is imported
+        report = run(on_wait=lambda message: err_console.print(message, highlight=False, markup=False))
+    else:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
 
-        def progress(what: str, done: int, total: int) -> None:
-            bar.update(task, description=what[:60], completed=done, total=total)
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=err_console, transient=True) as bar:
+            task = bar.add_task("ingest", total=None)
 
-        def waiting(message: str) -> None:
-            bar.update(task, description=message[:60])
-            err_console.print(message, highlight=False, markup=False)
+            def progress(what: str, done: int, total: int) -> None:
+                bar.update(task, description=what[:60], completed=done, total=total)
 
-        report = do_ingest(sources, store_path(store), name=name, labels=labels, format=format,
-                           mapping=mapping, split=split, on_error=on_error, progress=progress, jobs=jobs,
-                           on_wait=waiting, index=index)
+            def waiting(message: str) -> None:
+                bar.update(task, description=message[:60])
+                err_console.print(message, highlight=False, markup=False)
+
+            report = run(progress=progress, on_wait=waiting)
     from rich.markup import escape as esc
 
     if json_:

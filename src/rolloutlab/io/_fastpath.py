@@ -19,7 +19,9 @@ What the reader cannot tell, and how it is made safe:
   down the file make the reader fail: refused.  ``NaN`` it accepts, so numbers are
   checked finite by the importer.
 
-Only pyarrow is used (a required dependency); polars would parse faster but is not one.
+pyarrow is a required dependency; this reader is used when polars, which parses several
+times faster (:mod:`rolloutlab.io._ndjson`, the ``fast`` extra), is not installed.  The
+size limit and :func:`pyarrow_without_pandas` serve both.
 """
 
 from __future__ import annotations
@@ -30,10 +32,11 @@ from pathlib import Path
 import numpy as np
 import orjson
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.json as pj
 
 from rolloutlab.io._files import read_bytes
+
+# pyarrow.compute and pyarrow.json are imported where they are used: an ingest through
+# polars (rolloutlab.io._ndjson) needs neither (start time).
 
 MAX_BYTES = 1 << 30
 """Larger files are read by the line reader, whose memory does not grow with the file."""
@@ -49,6 +52,7 @@ def read_ndjson(path: Path) -> tuple[bytes, pa.Table] | None:
     data = read_bytes(path)
     if len(data) > MAX_BYTES or not data.endswith(b"\n") or b"\r" in data:
         return None
+    import pyarrow.json as pj
     # Blocks of a quarter of the file (at least 1 MiB) parse on several threads; a line
     # longer than a block is refused by the reader, so retry with the file as one block.
     for block in (max(1 << 20, len(data) // 4 + 1), len(data) + 1):
@@ -108,6 +112,8 @@ _NEEDS_ESCAPE = re.compile(rb'[\x00-\x1f"\\]')
 def json_values(col: pa.ChunkedArray | pa.Array) -> pa.Array | None:
     """Each value of a null-free scalar column as orjson writes it; None for a type whose
     text could differ (doubles: the shortest round-trip forms of the two differ)."""
+    import pyarrow.compute as pc
+
     arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
     t = arr.type
     if pa.types.is_string(t):
@@ -132,6 +138,8 @@ def _value_bytes(arr: pa.Array) -> memoryview:
 
 def json_objects(names: list[str], values: list[pa.Array], n: int) -> pa.Array:
     """``{"name": value, ...}`` per row, compact as orjson writes it, from JSON texts."""
+    import pyarrow.compute as pc
+
     if not names:
         return pa.nulls(n, pa.string())
     parts: list[pa.Array | str] = []

@@ -34,7 +34,7 @@ from rolloutlab.io._errors import (
     unexpected,
 )
 from rolloutlab.io._files import extract_archive, fingerprint, is_archive, remove_tree
-from rolloutlab.io._sink import PartSink, storable
+from rolloutlab.io._sink import PartSink, drain_writes, storable
 from rolloutlab.io._store import Store, damaged_files, slug
 from rolloutlab.io.importers import REGISTRY, Importer, Part, ReadContext, RunInfo, detect_format
 from rolloutlab.schema import FORMAT_VERSION, REJECTS
@@ -144,6 +144,7 @@ def _ingest_locked(st: Store, sources: Sequence[str | Path], *, name: str | None
                 _refresh_run(rid, entry)
             st.commit(manifest, staging)
         except BaseException:
+            drain_writes()  # the writer thread may still open a staged file of a part read before
             remove_tree(staging)
             with contextlib.suppress(OSError):  # only when empty: another folder is not ours
                 staging.parent.rmdir()
@@ -425,7 +426,9 @@ def _read_parts(importer: Importer, todo: list[tuple[str, str, Part, str]], run_
         size = sum(p.stat().st_size for _, _, part, _ in todo for p in part.paths)
         jobs = min(os.cpu_count() or 1, 4) if size >= PARALLEL_MIN_BYTES and len(todo) > 1 else 1
     if jobs <= 1:
-        for uid, fp, part, stem in todo:
+        for i, (uid, fp, part, stem) in enumerate(todo):
+            if i + 1 < len(todo):  # parsed in the background while this part is read and written
+                importer.prefetch(todo[i + 1][2])
             yield uid, fp, part, _read_one(importer, part, run_id, staging, stem, on_error, wait=False)
         return
     import multiprocessing as mp

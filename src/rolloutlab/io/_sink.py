@@ -182,6 +182,9 @@ class PartSink:
         }
         self._schemas = {"trajectories": TRAJECTORIES, "turns": TURNS, "texts": TEXTS, "metrics": METRICS}
         self._writers: dict[str, pq.ParquetWriter] = {}
+        """Set up and used in the writer thread only."""
+        self._outs: dict[str, pa.NativeFile] = {}
+        """Each table's file, created as its first rows are handed over."""
         self._pending: list[Future[None]] = []
         self.files: dict[str, str] = {}
 
@@ -507,31 +510,48 @@ class PartSink:
 
     def add_arrow(self, table: str, rows: pa.Table) -> None:
         """Append rows already built as Arrow (the native-reader fast paths,
-        :mod:`rolloutlab.io._fastpath`): written to the same file as the rows added one
-        by one.  ``rows`` must have the table's schema; counts are the caller's."""
-        if not rows.schema.equals(self._schemas[table]):
+        :mod:`rolloutlab.io._ndjson`, :mod:`rolloutlab.io._fastpath`): written to the same
+        file as the rows added one by one.  ``rows`` must have the table's schema, but that
+        the texts' columns may be polars' ``string_view`` (written as they are: the Parquet
+        file is the same); counts are the caller's."""
+        if not (_as_plain(rows.schema) if table == "texts" else rows.schema).equals(self._schemas[table]):
             raise ValueError(f"{table}: rows do not have the table's schema:\n{rows.schema}")
         if rows.num_rows:
             self._write(table, rows)
             self._check_pending()
 
     def _write(self, table: str, batch: pa.Table) -> None:
-        w = self._writers.get(table)
+        """Hand ``batch`` to the writer thread.  The table's file is created here, the
+        Parquet writer on it in the writer thread (setting one up costs about half a
+        millisecond, and a part opens three)."""
+        out = self._outs.get(table)
+        if out is None:
+            rel = f"{table}/{self.stem}.parquet"
+            try:  # the folder exists but for the first part (a mkdir per file is slow on some file systems)
+                out = pa.OSFile(str(self.out_dir / rel), "wb")
+            except FileNotFoundError:
+                (self.out_dir / rel).parent.mkdir(parents=True, exist_ok=True)
+                out = pa.OSFile(str(self.out_dir / rel), "wb")
+            self._outs[table] = out
+            self.files[table] = rel
+        self._pending.append(_writer_pool().submit(self._write_batch, self._writers, table, out, batch))
+
+    @staticmethod
+    def _write_batch(writers: dict[str, pq.ParquetWriter], table: str, out: pa.NativeFile, batch: pa.Table) -> None:
+        """In the writer thread: set up the table's writer with the first batch's schema,
+        cast later batches to it, write."""
+        w = writers.get(table)
         if w is None:
-            path = self.out_dir / table / f"{self.stem}.parquet"
             # lz4: half the cost of zstd at ingest (benchmarks/bench_ingest.py); statistics
             # and dictionaries only where they pay: min/max of long texts help no query, and
             # trying a dictionary on them costs about a tenth of the texts' writing time.
-            opts: dict[str, Any] = {"compression": "lz4", "write_statistics": _STATS[table],
-                                    "use_dictionary": _DICT[table]}
-            try:  # the folder exists but for the first part (a mkdir per file is slow on some file systems)
-                w = pq.ParquetWriter(path, self._schemas[table], **opts)
-            except FileNotFoundError:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                w = pq.ParquetWriter(path, self._schemas[table], **opts)
-            self._writers[table] = w
-            self.files[table] = str(path.relative_to(self.out_dir))
-        self._pending.append(_writer_pool().submit(w.write_table, batch))
+            # Texts are written without pyarrow's schema, so that polars' string_view reads
+            # back as the plain string every texts file holds (the Parquet types are the same).
+            w = writers[table] = pq.ParquetWriter(out, batch.schema, compression="lz4", write_statistics=_STATS[table],
+                                                  use_dictionary=_DICT[table], store_schema=table != "texts")
+        elif not batch.schema.equals(w.schema):
+            batch = batch.cast(w.schema)  # rows added one by one after polars' (string -> string_view)
+        w.write_table(batch)
 
     def _check_pending(self, *, wait: bool = False) -> None:
         keep = []
@@ -549,24 +569,24 @@ class PartSink:
         returns its future, so that the caller reads the next part meanwhile; the files
         are complete (and a write error is raised) once ``future.result()`` returns."""
         self.flush()
-        if wait:
-            self._check_pending(wait=True)
-            for w in self._writers.values():
-                w.close()
-            self._writers.clear()
-            return None
-        writers, pending = list(self._writers.values()), self._pending
-        self._writers, self._pending = {}, []
+        writers, outs, pending = self._writers, self._outs, self._pending  # the writes pending fill `writers`
+        self._writers, self._outs, self._pending = {}, {}, []
 
         def finish() -> None:  # runs after the pending writes (one writer thread, in order)
             try:
                 for f in pending:
                     f.result()
             finally:
-                for w in writers:
+                for w in writers.values():
                     w.close()
+                for out in outs.values():
+                    out.close()
 
-        return _writer_pool().submit(finish)
+        closing = _writer_pool().submit(finish)
+        if wait:
+            closing.result()
+            return None
+        return closing
 
     def abort(self) -> None:
         for f in self._pending:
@@ -577,9 +597,18 @@ class PartSink:
             with contextlib.suppress(OSError):
                 w.close()
         self._writers.clear()
+        for out in self._outs.values():
+            with contextlib.suppress(OSError):
+                out.close()
+        self._outs.clear()
         for rel in self.files.values():
             (self.out_dir / rel).unlink(missing_ok=True)
         self.files.clear()
+
+
+def _as_plain(schema: pa.Schema) -> pa.Schema:
+    """``schema`` with polars' ``string_view`` columns as ``string``."""
+    return pa.schema([f.with_type(pa.string()) if f.type == pa.string_view() else f for f in schema])
 
 
 _STATS: dict[str, bool | list[str]] = {
@@ -602,3 +631,10 @@ def _writer_pool() -> ThreadPoolExecutor:
     if _POOL is None:
         _POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rolloutlab-parquet")
     return _POOL
+
+
+def drain_writes() -> None:
+    """Wait until the writer thread has done every write handed to it so far (its
+    errors are the parts' to report)."""
+    if _POOL is not None:
+        _POOL.submit(lambda: None).result()

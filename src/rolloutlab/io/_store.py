@@ -78,6 +78,34 @@ def store_file(root: Path, rel: str) -> Path:
     return p
 
 
+def _move_in(staged: Path, dest: Path) -> None:
+    """Move the Parquet files under ``staged`` to the same places under ``dest``: a
+    folder ``dest`` lacks in one rename (a first ingest moves a folder per table, not a
+    file per part), files one by one, replacing, and folders both hold recursively."""
+    made = False
+    for entry in os.scandir(staged):
+        target = dest / entry.name
+        if entry.is_dir(follow_symlinks=False):
+            if os.path.lexists(target):
+                _move_in(Path(entry.path), target)
+                continue
+        elif not entry.name.endswith(".parquet"):
+            continue
+        if not made:
+            dest.mkdir(parents=True, exist_ok=True)
+            made = True
+        os.replace(entry.path, target)
+
+
+def _parquet_files(root: Path, table: str) -> Iterator[str]:
+    """The Parquet files under ``root/table``, found without following links (as
+    ``Path.rglob`` finds them)."""
+    for folder, _, names in os.walk(root / table):
+        for name in names:
+            if name.endswith(".parquet"):
+                yield os.path.join(folder, name)
+
+
 def damaged_files(root: Path, part: dict[str, Any]) -> list[Path]:
     """The files of a committed part that are missing or not the size recorded (the
     cheap check ingest makes before skipping a part; ``check-store`` reads footers too).
@@ -187,6 +215,14 @@ class Store:
     def run_ids(self) -> list[str]:
         return list(self.manifest["runs"])
 
+    def _listed(self) -> Iterator[str]:
+        """Every file the manifest lists, as written there (relative to the store)."""
+        if self.manifest.get("runs_file"):
+            yield self.manifest["runs_file"]
+        for run in self.manifest["runs"].values():
+            for part in run["parts"].values():
+                yield from part["files"].values()
+
     def files(self, table: str) -> list[Path]:
         """The committed files of ``table``; a listed path that resolves outside the
         store is refused (:func:`store_file`)."""
@@ -255,10 +291,7 @@ class Store:
         (staging / "runs").mkdir(parents=True, exist_ok=True)
         pq.write_table(runs, staging / rel_runs)
         with _signals_deferred():
-            for src in sorted(staging.rglob("*.parquet")):
-                dest = self.path / src.relative_to(staging)
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                os.replace(src, dest)
+            _move_in(staging, self.path)
             cur = self.path / MANIFEST
             if cur.exists() and not self.manifest_fallback:  # the fallback for a manifest damaged later (hard link: atomic, no copy)
                 tmp = self.path / f".{PREV_MANIFEST}.tmp{os.getpid()}"
@@ -275,13 +308,15 @@ class Store:
         """Delete table files the manifest does not list.  The previous manifest's
         replaced files go too: falling back to it is for a damaged manifest, and the next
         ingest reads the parts whose files are gone again."""
-        keep = {p.resolve() for t in (*DATA_TABLES, "runs") for p in self.files(t)}
-        for table in (*DATA_TABLES, "runs"):
-            d = self.path / table
-            if d.exists():
-                for f in d.rglob("*.parquet"):
-                    if f.resolve() not in keep:
-                        f.unlink()
+        listed = {os.path.normpath(rel) for rel in self._listed()}
+        skip = len(str(self.path)) + 1
+        stray = [f for table in (*DATA_TABLES, "runs") for f in _parquet_files(self.path, table)
+                 if f[skip:] not in listed]
+        if stray:  # compared as resolved paths only now: resolving every file is a tenth of a second per 1,000
+            keep = {p.resolve() for t in (*DATA_TABLES, "runs") for p in self.files(t)}
+            for f in stray:
+                if Path(f).resolve() not in keep:
+                    os.unlink(f)
         stage = self.path / "_staging"
         if stage.exists() and not any(stage.iterdir()):
             stage.rmdir()

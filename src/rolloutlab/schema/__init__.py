@@ -1,20 +1,49 @@
-"""The data model every layer speaks: typed records, Arrow schemas, format version."""
+"""The data model every layer speaks: typed records, Arrow schemas, format version.
 
-from rolloutlab.schema._arrow import METRICS, REJECTS, RUNS, TABLES, TEXTS, TRAJECTORIES, TURNS
-from rolloutlab.schema._records import (
-    FORMAT_VERSION,
-    SPLITS,
-    TERMINATIONS,
-    EvalSummary,
-    MetricsRecord,
-    Run,
-    RunStatus,
-    Split,
-    Termination,
-    ToolCall,
-    Trajectory,
-    Turn,
-)
+The names below are imported on first use (PEP 562): the store's writers need the Arrow
+schemas and the constants, not pydantic, which only the records import.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rolloutlab.schema._arrow import METRICS, REJECTS, RUNS, TABLES, TEXTS, TRAJECTORIES, TURNS
+    from rolloutlab.schema._constants import FORMAT_VERSION, SPLITS, TERMINATIONS
+    from rolloutlab.schema._records import (
+        EvalSummary,
+        MetricsRecord,
+        Run,
+        RunStatus,
+        Split,
+        Termination,
+        ToolCall,
+        Trajectory,
+        Turn,
+    )
+
+_WHERE = {
+    **dict.fromkeys(("METRICS", "REJECTS", "RUNS", "TABLES", "TEXTS", "TRAJECTORIES", "TURNS"), "_arrow"),
+    **dict.fromkeys(("FORMAT_VERSION", "SPLITS", "TERMINATIONS"), "_constants"),
+    **dict.fromkeys(("EvalSummary", "MetricsRecord", "Run", "RunStatus", "Split", "Termination", "ToolCall",
+                     "Trajectory", "Turn"), "_records"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    mod = _WHERE.get(name)
+    if mod is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{mod}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
 
 __all__ = [
     "FORMAT_VERSION",

@@ -16,15 +16,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-FORMAT_VERSION = "1.0"
-"""Version of the run-directory format and of the store's tables."""
+from rolloutlab.schema._constants import FORMAT_VERSION
 
 Split = Literal["train", "val", "eval"]
 Termination = Literal["done", "truncated", "max_turns", "error", "aborted"]
 RunStatus = Literal["running", "finished", "aborted", "unknown"]
-
-SPLITS: tuple[str, ...] = ("train", "val", "eval")
-TERMINATIONS: tuple[str, ...] = ("done", "truncated", "max_turns", "error", "aborted")
 
 
 class _Record(BaseModel):

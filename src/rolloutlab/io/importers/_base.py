@@ -138,6 +138,11 @@ class Importer:
     def read(self, part: Part, sink: PartSink, ctx: ReadContext) -> None:
         raise NotImplementedError
 
+    def prefetch(self, part: Part) -> None:
+        """A hint that :meth:`read` of ``part`` comes next: an importer that parses in
+        native code may start on it in the background meanwhile (the default: nothing).
+        Whatever goes wrong there is left for :meth:`read` to meet and report."""
+
 
 def detect_files(src: Path, suffix: str, matches: Callable[[Path], bool], *, file_score: int,
                  dir_score: int = 80, peek: int = 20) -> int:

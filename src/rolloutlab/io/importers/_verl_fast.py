@@ -1,4 +1,6 @@
-"""verl step files through the native reader (:mod:`rolloutlab.io._fastpath`).
+"""verl step files through pyarrow's JSON reader (:mod:`rolloutlab.io._fastpath`).
+
+Used when polars (:mod:`._verl_polars`, faster) is not installed.
 
 Gives, row for row, what :meth:`VerlImporter._read_dump` gives line by line (the tests
 ingest the same files both ways and compare every table): the same trajectory ids,
@@ -13,7 +15,8 @@ line at fault: anything :func:`read_ndjson` refuses; rows that are not the file'
 told apart); ``input``/``output`` not text, ``score`` not a number or not finite,
 ``step`` not a whole number >= 0; extras that are not text, booleans or whole numbers
 (nested values, or doubles in ``gts``); records whose keys are not in one order;
-``acc``/``data_source`` of other types than the line path maps the same way.
+``acc``/``data_source`` of other types than the line path maps the same way; a key
+``final_observation`` (the line path writes the environment's last reply over it).
 """
 
 from __future__ import annotations
@@ -24,7 +27,6 @@ from pathlib import Path
 import numpy as np
 import orjson
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from rolloutlab.io._fastpath import (
     json_objects,
@@ -34,6 +36,7 @@ from rolloutlab.io._fastpath import (
     read_ndjson,
     rows_containing,
 )
+from rolloutlab.io._ndjson import polars_module
 from rolloutlab.io._sink import PartSink, TurnData
 from rolloutlab.schema import TEXTS, TRAJECTORIES, TURNS
 
@@ -43,7 +46,19 @@ _NUMBER = (pa.int64(), pa.float64())
 
 def read_dump_native(path: Path, file_step: int, split: str, sink: PartSink) -> bool:
     """Read a well-formed verl step file into ``sink``; False (nothing written) when the
-    native reader cannot be sure to give the line reader's result."""
+    native reader cannot be sure to give the line reader's result.  Through polars when
+    it is installed (the ``fast`` extra: :mod:`._verl_polars`), else pyarrow's reader."""
+    if polars_module() is not None:
+        from rolloutlab.io.importers._verl_polars import read_dump_polars
+
+        return read_dump_polars(path, file_step, split, sink)
+    return read_dump_pyarrow(path, file_step, split, sink)
+
+
+def read_dump_pyarrow(path: Path, file_step: int, split: str, sink: PartSink) -> bool:
+    """:func:`read_dump_native` through pyarrow's JSON reader."""
+    import pyarrow.compute as pc
+
     from rolloutlab.io.importers.verl import _needs_turn_rows, split_turns
 
     got = read_ndjson(path)
@@ -52,8 +67,8 @@ def read_dump_native(path: Path, file_step: int, split: str, sink: PartSink) -> 
     data, table = got
     n = table.num_rows
     names = table.column_names
-    if n == 0 or not {"input", "output", "score"} <= set(names):
-        return False
+    if n == 0 or not {"input", "output", "score"} <= set(names) or "final_observation" in names:
+        return False  # (the line path would write the environment's last reply over that key)
     if any(table.column(c).null_count for c in names):
         return False
     inp, out, score = table.column("input"), table.column("output"), table.column("score")
@@ -180,25 +195,41 @@ def read_dump_native(path: Path, file_step: int, split: str, sink: PartSink) -> 
                                  schema=TURNS)
     texts0 = pa.Table.from_arrays([run1, splits1, steps1, ids1, zeros, *[one_s] * (len(TEXTS) - 5)], schema=TEXTS)
 
-    sink.add_arrow("trajectories", traj)
-    sink.add_arrow("texts", texts)
-    sink.add_arrow("turns", turns)
-    sink.add_arrow("texts", texts0)
-    if split_rows:
-        ids_py = traj_id.to_pylist()
-        for i, ts in split_rows.items():
-            for j, t in enumerate(ts):
-                sink._turn(split, int(steps_np[i]), ids_py[i], j, t)
-    sink.counts["trajectories"] += n
-    sink.counts["texts"] += n + k1
-    sink.counts["turns"] += k1
-    sink.steps.update((split, int(s)) for s in np.unique(steps_np))
+    write_rows(sink, split, traj, texts, turns, texts0, split_rows, steps_np, traj_id.to_pylist() if split_rows else [])
     # sink.traj_ids (its duplicate check) is left alone: this part is this file alone.
     return True
 
 
+def write_rows(sink: PartSink, split: str, traj: pa.Table, texts: pa.Table, one_turns: pa.Table, one_texts: pa.Table,
+               split_rows: dict[int, list[TurnData]], steps: np.ndarray, ids: list[str]) -> None:
+    """Hand a file's rows to ``sink`` in the line reader's order (for files within its
+    batch of 2,048 lines, the same Parquet rows in the same order): the trajectories;
+    their texts; the turns and turn texts of the ones split into turns; the turn rows of
+    the one-turn ones (``one_turns``, ``one_texts``).  ``ids``: the trajectory ids, when
+    some rows are split into turns.  Counts the rows."""
+    n = traj.num_rows
+    sink.add_arrow("trajectories", traj)
+    if split_rows:
+        sink.add_arrow("texts", texts)
+        for i, ts in split_rows.items():
+            for j, t in enumerate(ts):
+                sink._turn(split, int(steps[i]), ids[i], j, t)
+        sink.flush()
+        sink.add_arrow("turns", one_turns)
+        sink.add_arrow("texts", one_texts)
+    else:  # one write per table
+        sink.add_arrow("texts", pa.concat_tables([texts, one_texts]))
+        sink.add_arrow("turns", one_turns)
+    sink.counts["trajectories"] += n
+    sink.counts["texts"] += n + one_turns.num_rows
+    sink.counts["turns"] += one_turns.num_rows
+    sink.steps.update((split, int(s)) for s in np.unique(steps))
+
+
 def _success(acc: pa.Array | None, n: int) -> pa.Array | None:
     """``acc`` as the line path reads it: a boolean, or 0 / 1; anything else unknown."""
+    import pyarrow.compute as pc
+
     if acc is None or acc.type == pa.string():
         return pa.nulls(n, pa.bool_())
     if acc.type == pa.bool_():

@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING
 
 from rolloutlab.io._errors import RecordError
 from rolloutlab.io._files import load_json
-from rolloutlab.io._rundir import _first_error, read_run
 from rolloutlab.io._sink import PartSink, TurnData
 from rolloutlab.io.importers._base import Importer, Part, ReadContext, RunInfo, register
-from rolloutlab.schema import MetricsRecord, Trajectory
+
+if TYPE_CHECKING:
+    from rolloutlab.schema import Trajectory
+
+# pydantic (the records, _rundir) is imported where a run directory is read: detecting
+# the format of other sources, and ingesting them, does without it (start time).
 
 _STEP = re.compile(r"^step_(\d+)\.jsonl(\.gz|\.zst)?$")
 
@@ -33,6 +36,8 @@ class RolloutlabImporter(Importer):
         return 100 if src.is_dir() and (src / "run.json").is_file() else 0
 
     def run_info(self, src: Path) -> RunInfo:
+        from rolloutlab.io._rundir import read_run
+
         run = read_run(src)
         return RunInfo(name=run.name, model=run.model, algorithm=run.algorithm, env=run.env,
                        config=run.config, labels=dict(run.labels),
@@ -56,6 +61,11 @@ class RolloutlabImporter(Importer):
         return parts
 
     def read(self, part: Part, sink: PartSink, ctx: ReadContext) -> None:
+        from pydantic import ValidationError
+
+        from rolloutlab.io._rundir import _first_error
+        from rolloutlab.schema import MetricsRecord, Trajectory
+
         path = part.paths[0]
         if part.key == "metrics.jsonl":
             for lineno, obj in ctx.jsonl(path):

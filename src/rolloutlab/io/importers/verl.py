@@ -49,6 +49,7 @@ import orjson
 
 from rolloutlab.io._errors import InputError, RecordError
 from rolloutlab.io._files import first_record, logical_name, open_binary, read_bytes
+from rolloutlab.io._ndjson import polars_module
 from rolloutlab.io._sink import PartSink, TurnData
 from rolloutlab.io.importers._base import (
     Importer,
@@ -146,6 +147,13 @@ class VerlImporter(Importer):
     @staticmethod
     def _split_of(src: Path) -> str:
         return "val" if "val" in src.name.lower() else "train"
+
+    def prefetch(self, part: Part) -> None:
+        path = part.paths[0]
+        if _STEP_FILE.match(logical_name(path)) and polars_module() is not None:
+            from rolloutlab.io.importers._verl_polars import prefetch_dump
+
+            prefetch_dump(path)
 
     def read(self, part: Part, sink: PartSink, ctx: ReadContext) -> None:
         path = part.paths[0]

@@ -264,6 +264,10 @@ class VerlAgentImporter(VerlImporter):
             return _evidence(src)
         return 0
 
+    def prefetch(self, part: Part) -> None:
+        """Nothing to start ahead: verl-agent's step files are read line by line (verl's
+        prefetch parses a step file for verl's own columns)."""
+
     def read(self, part: Part, sink: PartSink, ctx: ReadContext) -> None:
         path = part.paths[0]
         m = _STEP_FILE.match(logical_name(path))

@@ -1,0 +1,277 @@
+"""verl step files through polars (:mod:`rolloutlab.io._ndjson`), when it is installed.
+
+Gives, row for row, what :meth:`VerlImporter._read_dump` gives line by line (the tests
+ingest the same files both ways and compare every table): the same trajectory ids,
+group and task hashes, reward components in record order, ``extras`` texts, success,
+turn rows and turn texts.  polars parses the file and scans the long texts in one query
+(which input each row has, lengths, the outputs that may hold several turns or Hermes
+tool calls), in the prefetch thread when the file is read ahead; one more query builds
+the ids and the ``extras`` JSON (orjson's escapes, by ``str.replace_many``, only for
+columns that need them), and numpy the numbers, group ranks and reward components.  No
+pyarrow.compute: its import costs a tenth of a second.  Python loops run only over the
+distinct inputs (their blake2b hash) and over the outputs split into turns.
+
+Refused (False, nothing written), so that the line reader reads the file and names the
+line at fault: anything :func:`read_ndjson` or :func:`layout_holds` refuses (so records
+whose keys differ, in set or order, or repeat); a column with nulls (missing and null
+cannot be told apart); ``input``/``output`` not text, ``score`` not a number, ``step``
+not a whole number >= 0; extras that are not text, booleans or whole numbers (nested
+values, or doubles in ``gts``); ``acc`` of a type the line path does not map; a key
+``final_observation`` (the line path writes the environment's last reply over it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import orjson
+import polars as pl
+import pyarrow as pa
+
+from rolloutlab.io._fastpath import rank_in_group
+from rolloutlab.io._ndjson import layout_holds, prefetch, prefetched, read_ndjson
+from rolloutlab.io._sink import PartSink, TurnData
+from rolloutlab.io.importers._verl_fast import write_rows
+from rolloutlab.schema import TEXTS, TRAJECTORIES, TURNS
+
+_CORE = ("input", "output", "gts", "score", "step", "reward")
+_NUMBER = (pl.Int64, pl.Float64)
+_TEXTS_VIEWS = pa.schema([f.with_type(pa.string_view()) if f.name in ("prompt", "response") else f for f in TEXTS])
+"""The texts table with the prompt and response as polars holds them."""
+
+
+@dataclass(frozen=True)
+class _Parsed:
+    """A step file as polars reads it, checked, with the scans of its long texts."""
+
+    df: pl.DataFrame
+    scan: pl.DataFrame
+    """Per row: ``prompt`` (a number per distinct input), ``first_of_prompt``,
+    ``prompt_chars``, ``response_chars`` and ``may_split``; per short text column ``c``,
+    ``escape c``: whether a value holds a character JSON escapes."""
+    tab: pa.Table
+    """``df`` as Arrow: polars' strings as string views, without a copy."""
+
+
+def _parse(path: Path) -> _Parsed | None:
+    """Parse and check a step file; None when polars' result could differ from the line
+    reader's or the file is not a dump this path reads.  Runs in the prefetch thread when
+    the file is read ahead (polars and numpy leave the GIL to the reading thread)."""
+    got = read_ndjson(path)
+    if got is None:
+        return None
+    data, df = got
+    n, names, schema = df.height, df.columns, df.schema
+    if n == 0 or not {"input", "output", "score"} <= set(names) or "final_observation" in names:
+        return None  # (the line path would write the environment's last reply over that key)
+    if schema["input"] != pl.String or schema["output"] != pl.String or schema["score"] not in _NUMBER:
+        return None
+    if "step" in names and schema["step"] != pl.Int64:
+        return None
+    if not layout_holds(data, n, names, {c for c in names if schema[c] == pl.String}):
+        return None
+    out = pl.col("output")
+    inp = pl.col("input")
+    scan = df.select(  # the long texts, scanned once, by polars' threads
+        prompt=inp.rank("dense").cast(pl.Int64) - 1,  # which distinct input, and where each first is
+        first_of_prompt=inp.is_first_distinct(),
+        prompt_chars=inp.str.len_chars().cast(pl.Int64),
+        response_chars=out.str.len_chars().cast(pl.Int64),
+        may_split=out.str.contains("\nassistant\n", literal=True) | out.str.contains("<tool_", literal=True),
+        **{f"escape {c}": pl.col(c).str.contains(_NEEDS_ESCAPE).any()
+           for c in names if schema[c] == pl.String and c not in ("input", "output")},
+    )
+    tab = df.to_arrow(compat_level=pl.CompatLevel.newest())
+    if any(c.null_count for c in tab.columns):  # a null reads like a missing key
+        return None
+    return _Parsed(df, scan, tab)
+
+
+def prefetch_dump(path: Path) -> None:
+    """Parse ``path`` in the background; :func:`read_dump_polars` of it takes the result."""
+    prefetch(path, _parse)
+
+
+def read_dump_polars(path: Path, file_step: int, split: str, sink: PartSink) -> bool:
+    """Read a well-formed verl step file into ``sink``; False (nothing written) when
+    polars' result could differ from the line reader's."""
+    from rolloutlab.io.importers.verl import _needs_turn_rows, split_turns
+
+    parsed = prefetched(path, _parse)
+    if parsed is None:
+        return False
+    df, scan, tab = parsed.df, parsed.scan, parsed.tab
+    n, names, schema = df.height, df.columns, df.schema
+    steps_np = df["step"].to_numpy() if "step" in names else np.full(n, file_step, np.int64)
+    if steps_np.min() < 0:
+        return False
+
+    # The text/number split of the other keys, as the line path does per record
+    # (polars reads no NaN nor infinity: the numbers are finite).
+    comp_names: list[str] = []
+    comp_cols: list[np.ndarray] = []
+    extra_names: list[str] = []
+    extra_texts: list[pl.Expr] = []
+    for c in names:
+        if c in _CORE and c != "gts":
+            continue
+        if c != "gts" and schema[c] in _NUMBER:
+            comp_names.append(c)
+            comp_cols.append(df[c].to_numpy().astype(np.float64))
+            continue
+        text = _json_value(c, schema[c], escape=bool(scan[f"escape {c}"][0]) if schema[c] == pl.String else False)
+        if text is None:
+            return False
+        extra_names.append(c)
+        extra_texts.append(text)
+    success = _success(df["acc"] if "acc" in names else None, n)
+    if success is None:
+        return False
+    data_source = _plain(df["data_source"]) if schema.get("data_source") == pl.String else pa.nulls(n, pa.string())
+
+    # Groups: one step's trajectories with the same input (the line path: the same
+    # group_id); the task is the input's hash, computed once per distinct input.
+    prompt = scan["prompt"].to_numpy()
+    firsts = np.flatnonzero(scan["first_of_prompt"].to_numpy())
+    digest_of = np.empty(len(firsts), object)
+    inputs = df["input"].to_list()
+    digest_of[prompt[firsts]] = [_task_hash(inputs[i]) for i in firsts.tolist()]
+    # grouped by digest, as the line path groups by group_id (two inputs of one hash: one group)
+    _, codes = np.unique(digest_of, return_inverse=True)
+    sample_idx = rank_in_group(steps_np, codes[prompt])
+    step = (pl.col("step") if "step" in names else pl.lit(file_step, pl.Int64)).cast(pl.String)
+    task_id = pl.lit(pl.Series(digest_of.tolist(), dtype=pl.String)).gather(pl.lit(scan["prompt"]))
+    ids = df.select(
+        task_id=task_id,
+        group_id=pl.concat_str(step, pl.lit(":"), task_id),
+        traj_id=pl.concat_str(pl.lit(f"{split}/"), step, pl.lit("/"), pl.int_range(1, pl.len() + 1).cast(pl.String)),
+        extras=_json_object(extra_names, extra_texts),
+    )
+    traj_id = _plain(ids["traj_id"])
+    extras = _plain(ids["extras"])
+
+    # Turns: only outputs that may hold several turns or tool calls are split (in Python).
+    response = tab["output"]
+    num_turns = np.ones(n, np.int64)
+    tool_calls = np.zeros(n, np.int64)
+    invalid: list[int | None] = [None] * n
+    split_rows: dict[int, list[TurnData]] = {}
+    finals: dict[int, str] = {}
+    for i in np.flatnonzero(scan["may_split"].to_numpy()).tolist():  # what verl._may_split looks for
+        o = response[i].as_py()
+        so = split_turns(o)
+        if _needs_turn_rows(so, o):
+            ts = split_rows[i] = so.turns
+            num_turns[i] = len(ts)
+            tool_calls[i] = sum(len(t.tool_calls) for t in ts)
+            if any(t.action_valid is not None for t in ts):
+                invalid[i] = sum(t.action_valid is False for t in ts)
+        if so.final_observation is not None:
+            finals[i] = orjson.dumps(so.final_observation).decode()
+    if finals:  # appended, as the line path adds the key last
+        extras_py = extras.to_pylist()
+        for i, fo in finals.items():
+            b = extras_py[i]
+            extras_py[i] = '{"final_observation":' + fo + "}" if b is None else b[:-1] + ',"final_observation":' + fo + "}"
+        extras = pa.array(extras_py, pa.string())
+
+    run = pa.repeat(pa.scalar(sink.run_id, pa.string()), n)
+    splits = pa.repeat(pa.scalar(split, pa.string()), n)
+    steps = pa.array(steps_np, pa.int64())
+    nulls_s, nulls_i = pa.nulls(n, pa.string()), pa.nulls(n, pa.int64())
+    k = len(comp_names)
+    reward_components = pa.MapArray.from_arrays(
+        pa.array(np.arange(0, n * k + 1, k, dtype=np.int32) if k else np.zeros(n + 1, np.int32)),
+        pa.array(comp_names * n, pa.string()),
+        pa.array(np.column_stack(comp_cols).ravel() if k else np.zeros(0), pa.float64()),
+    )
+    traj = pa.Table.from_arrays([
+        run, splits, steps, _plain(ids["group_id"]), pa.array(sample_idx), traj_id, _plain(ids["task_id"]), data_source, nulls_s, pa.array(df["score"].to_numpy().astype(np.float64)),
+        reward_components, success, pa.repeat(pa.scalar(True), n), nulls_s, pa.array(num_turns), nulls_i, nulls_i,
+        pa.array(tool_calls), pa.array(invalid, pa.int64()), scan["prompt_chars"].to_arrow(),
+        scan["response_chars"].to_arrow(),
+    ], schema=TRAJECTORIES)
+
+    # Texts at turn_idx -1 for every trajectory; turn 0 rows for the one-turn ones (their
+    # action is the response, stored once); multi-turn rows through the sink, as the line
+    # path writes them.
+    texts = pa.Table.from_arrays([
+        run, splits, steps, traj_id, pa.repeat(pa.scalar(-1, pa.int64()), n), tab["input"], response, nulls_s,
+        extras, *[nulls_s] * (len(TEXTS) - 9),
+    ], schema=_TEXTS_VIEWS)
+    one = np.ones(n, bool)
+    one[list(split_rows)] = False
+    k1 = int(one.sum())
+    ids1 = traj_id if k1 == n else _plain(ids["traj_id"].filter(pl.Series(one)))
+    run1, splits1, steps1 = run[:k1], splits[:k1], pa.array(steps_np[one], pa.int64())
+    zeros = pa.repeat(pa.scalar(0, pa.int64()), k1)
+    one_f, one_b, one_i = pa.nulls(k1, pa.float64()), pa.nulls(k1, pa.bool_()), pa.nulls(k1, pa.int64())
+    turns = pa.Table.from_arrays([run1, splits1, steps1, ids1, zeros, one_f, one_b, one_b, one_i, zeros, one_f, one_i],
+                                 schema=TURNS)
+    texts0 = pa.Table.from_arrays([run1, splits1, steps1, ids1, zeros,
+                                   *[pa.nulls(k1, t) for t in _TEXTS_VIEWS.types[5:]]], schema=_TEXTS_VIEWS)
+
+    write_rows(sink, split, traj, texts, turns, texts0, split_rows, steps_np,
+               ids["traj_id"].to_list() if split_rows else [])
+    # sink.traj_ids (its duplicate check) is left alone: this part is this file alone.
+    return True
+
+
+def _task_hash(prompt: str) -> str:
+    return hashlib.blake2b(prompt.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+
+
+def _plain(col: pl.Series) -> pa.Array:
+    """A polars column of short strings as an Arrow ``string`` array (large-string
+    offsets narrowed by numpy: ``Array.cast`` would import pyarrow.compute, a tenth of
+    a second at start)."""
+    big = col.to_arrow(compat_level=pl.CompatLevel.oldest())
+    validity, offsets, data = big.buffers()
+    narrow = np.frombuffer(offsets, np.int64, len(big) + 1, big.offset * 8).astype(np.int32)
+    return pa.Array.from_buffers(pa.string(), len(big), [validity, pa.py_buffer(narrow), data], big.null_count)
+
+
+_NEEDS_ESCAPE = r'[\x00-\x1f"\\]'
+"""The characters JSON escapes inside a string; orjson writes every other one as it is."""
+_ESCAPED = [chr(c) for c in range(0x20)] + ['"', "\\"]
+_ESCAPES = [orjson.dumps(c).decode()[1:-1] for c in _ESCAPED]
+"""How orjson writes each of them (``\\n``, ``\\u001f``...)."""
+
+
+def _json_value(name: str, dtype: pl.DataType, *, escape: bool) -> pl.Expr | None:
+    """Each value of a null-free scalar column as orjson writes it (``escape``: some
+    value of the text column holds a character to escape); None for a type whose text
+    could differ (doubles: the shortest round-trip forms of the two differ) or that is
+    not a scalar."""
+    if dtype == pl.String:
+        col = pl.col(name).str.replace_many(_ESCAPED, _ESCAPES) if escape else pl.col(name)
+        return pl.concat_str(pl.lit('"'), col, pl.lit('"'))
+    if dtype == pl.Boolean or dtype == pl.Int64:
+        return pl.col(name).cast(pl.String)  # true / false, and decimal digits, as JSON writes them
+    return None
+
+
+def _json_object(names: list[str], values: list[pl.Expr]) -> pl.Expr:
+    """``{"name": value, ...}`` per row, compact as orjson writes it, from JSON texts."""
+    if not names:
+        return pl.lit(None, pl.String)
+    parts: list[pl.Expr] = []
+    for i, (k, v) in enumerate(zip(names, values, strict=True)):
+        parts += [pl.lit(("{" if i == 0 else ",") + orjson.dumps(k).decode() + ":"), v]
+    return pl.concat_str(*parts, pl.lit("}"))
+
+
+def _success(acc: pl.Series | None, n: int) -> pa.Array | None:
+    """``acc`` as the line path reads it: a boolean, or 0 / 1; anything else unknown.
+    None for a type the line path maps otherwise."""
+    if acc is None or acc.dtype == pl.String:
+        return pa.nulls(n, pa.bool_())
+    if acc.dtype == pl.Boolean:
+        return acc.to_arrow()
+    if acc.dtype in _NUMBER:
+        a = acc.to_numpy()
+        return pa.array(a == 1, mask=(a != 1) & (a != 0))
+    return None
