@@ -93,3 +93,34 @@ def test_a_second_start_in_the_same_dir_is_refused(tmp_path: Path) -> None:
     train(cfg, tmp_path / "r", progress=False)
     with pytest.raises(RolloutlabError, match="--resume"):
         train(cfg, tmp_path / "r", progress=False)
+
+
+
+def test_a_checkpoint_before_the_first_step_changes_nothing(tmp_path: Path) -> None:
+    """The demo saves the initial model (its step 0) before training.  torch's full optimizer
+    state dict would initialise Adam with a zero-gradient step — Adam's step 1 — and so
+    change the bias correction of every later update; the run must equal one without it,
+    and resuming from that step-0 checkpoint too."""
+    from rolloutlab.train import resume
+    from rolloutlab.train._loop import Trainer
+
+    cfg = load_config(None, [*ARGS, "trainer.total_steps=2"])
+    saved = Trainer(cfg, tmp_path / "saved", progress=False)
+    saved.save()
+    saved.run()
+    Trainer(cfg, tmp_path / "plain", progress=False).run()
+    zero = Trainer(cfg, tmp_path / "zero", progress=False)
+    zero.save()
+    resume(tmp_path / "zero")
+
+    def final(run: str) -> dict[str, torch.Tensor]:
+        return load_file(str(tmp_path / run / "checkpoints" / "step_000002" / "model.safetensors"))
+
+    def losses(run: str) -> list[object]:
+        return [m["metrics"]["actor/pg_loss"] for m in _metrics(tmp_path / run)]
+
+    plain = final("plain")
+    for run in ("saved", "zero"):
+        w = final(run)
+        assert all(torch.equal(w[k], plain[k]) for k in plain), run
+        assert losses(run) == losses("plain"), run

@@ -64,6 +64,26 @@ def test_accumulation_8x1_equals_4x2(mode: str) -> None:
     # flips for near-zero gradient entries)
 
 
+@pytest.mark.parametrize("mode", ["token-mean", "seq-mean-token-sum", "seq-mean-token-mean"])
+@pytest.mark.parametrize("micro", [0, 2])
+def test_the_loss_is_a_mean_not_a_sum(mode: str, micro: int) -> None:
+    """These reductions are means (over tokens or over sequences): the same 4 samples twice
+    give the gradient of the 4 once.  (A sequence count taken as 1 would double it; equal
+    accumulation alone does not see that, both sides being wrong alike.)"""
+    ss = samples(4, seed=5)
+    a = _updater(f"actor.loss_agg_mode={mode}", f"actor.micro_batch_size={micro}")
+    b = _updater(f"actor.loss_agg_mode={mode}", f"actor.micro_batch_size={micro}")
+    b.model.load_state_dict(a.model.state_dict())
+    ss = _sampler_consistent(a, ss)
+    twice = copy.deepcopy(ss) + copy.deepcopy(ss)
+    for i, s in enumerate(twice):
+        s.episode = i
+    a.update(copy.deepcopy(ss))
+    b.update(twice)
+    for x, y in zip(a.model.parameters(), b.model.parameters(), strict=True):
+        assert torch.allclose(x.grad, y.grad, rtol=1e-4, atol=1e-7)
+
+
 def test_masked_observation_tokens_get_zero_gradient() -> None:
     """Whatever the advantages and sampler log-probs say at mask-0 positions, the gradient
     is the same: observation tokens do not enter the loss."""

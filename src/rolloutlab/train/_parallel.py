@@ -112,6 +112,14 @@ def optimizer_state(model: Any, optimizer: torch.optim.Optimizer) -> dict[str, A
     values land on rank 0 only."""
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
 
+    if not optimizer.state:
+        # before the first step: torch would initialise the state with a zero-gradient step,
+        # which counts as Adam's step 1 and so changes the bias correction of every later
+        # update (a checkpoint of the initial model must not change the run)
+        names = {id(p): n for n, p in unwrap(model).named_parameters()}
+        return {"state": {}, "param_groups": [{**{k: v for k, v in g.items() if k != "params"},
+                                                "params": [names[id(p)] for p in g["params"]]}
+                                               for g in optimizer.param_groups]}
     return get_optimizer_state_dict(model, optimizer, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
 
 
@@ -122,6 +130,8 @@ def load_optimizer_state(model: Any, optimizer: torch.optim.Optimizer, state: di
     ones, in order."""
     from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
 
+    if not state.get("state"):
+        return  # saved before the first step: a fresh optimizer is that state (loading would step it)
     if any(isinstance(k, int) for k in state.get("state", {})):
         names = [n for n, p in unwrap(model).named_parameters() if p.requires_grad]
         state = {

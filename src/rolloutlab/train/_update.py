@@ -265,7 +265,7 @@ class Updater:
                 live = self._global(live_local)
                 norm_c = a.loss_norm_constant if a.loss_norm_constant is not None else self._global(len_local, "max")
                 self.optimizer.zero_grad(set_to_none=True)
-                for ci, (chunk, live) in enumerate(chunks):
+                for ci, (chunk, is_live) in enumerate(chunks):
                     b = collate(chunk, self.pad_id, self._device())
                     sync = ci == len(chunks) - 1
                     # DDP all-reduces on the last micro-batch only; FSDP reduce-scatters each one
@@ -312,7 +312,7 @@ class Updater:
                         t0 = time.perf_counter()
                         (loss * self.world).backward()  # DDP/FSDP average over ranks; the weights already sum over them
                         fb += time.perf_counter() - t0
-                    if not live:
+                    if not is_live:
                         continue
                     ntok = float(m.sum())
                     add("actor/pg_loss", pg_part)
