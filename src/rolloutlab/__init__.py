@@ -6,7 +6,9 @@ command line's ``--help`` stay fast, and the store's dependencies load with the 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from rolloutlab._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from rolloutlab.io import RolloutlabError, Store, ingest, open_store
@@ -17,19 +19,6 @@ __version__ = "0.1.0"
 __all__ = ["FORMAT_VERSION", "RolloutlabError", "Store", "__version__", "ingest", "open_store"]
 
 
-def __getattr__(name: str) -> Any:
-    if name == "FORMAT_VERSION":
-        from rolloutlab.schema import FORMAT_VERSION
-
-        return FORMAT_VERSION
-    if name in ("RolloutlabError", "Store", "ingest", "open_store"):
-        import rolloutlab.io
-
-        value = getattr(rolloutlab.io, name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+_WHERE = {"FORMAT_VERSION": "rolloutlab.schema",
+          **dict.fromkeys(("RolloutlabError", "Store", "ingest", "open_store"), "rolloutlab.io")}
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE, __all__)

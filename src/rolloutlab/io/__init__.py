@@ -6,8 +6,9 @@ the command line's ``--help`` do not pay for pyarrow, duckdb and pydantic.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from rolloutlab._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from rolloutlab.io._errors import (
@@ -36,18 +37,6 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    mod = _WHERE.get(name)
-    if mod is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{mod}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
-
 
 __all__ = [
     "DiskFull",
@@ -72,3 +61,5 @@ __all__ = [
     "read_trajectories",
     "supported_formats",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE, __all__)

@@ -6,8 +6,9 @@ schemas and the constants, not pydantic, which only the records import.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from rolloutlab._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from rolloutlab.schema._arrow import METRICS, REJECTS, RUNS, TABLES, TEXTS, TRAJECTORIES, TURNS
@@ -32,18 +33,6 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    mod = _WHERE.get(name)
-    if mod is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{mod}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
-
 
 __all__ = [
     "FORMAT_VERSION",
@@ -66,3 +55,5 @@ __all__ = [
     "Trajectory",
     "Turn",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE, __all__)

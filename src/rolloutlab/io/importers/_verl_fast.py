@@ -22,6 +22,7 @@ told apart); ``input``/``output`` not text, ``score`` not a number or not finite
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import numpy as np
@@ -59,7 +60,6 @@ def read_dump_pyarrow(path: Path, file_step: int, split: str, sink: PartSink) ->
     """:func:`read_dump_native` through pyarrow's JSON reader."""
     import pyarrow.compute as pc
 
-    from rolloutlab.io.importers.verl import _needs_turn_rows, split_turns
 
     got = read_ndjson(path)
     if got is None:
@@ -133,28 +133,8 @@ def read_dump_pyarrow(path: Path, file_step: int, split: str, sink: PartSink) ->
 
     # Turns: only outputs that may hold several turns or tool calls are split (in Python).
     out_arr = out.combine_chunks()
-    num_turns = np.ones(n, np.int64)
-    tool_calls = np.zeros(n, np.int64)
-    invalid: list[int | None] = [None] * n
-    split_rows: dict[int, list[TurnData]] = {}
-    extras_py: list[str | None] | None = None
-    for i in rows_containing(out_arr, ("\nassistant\n", "<tool_")):  # what _may_split looks for
-        o = out_arr[i].as_py()
-        so = split_turns(o)
-        if _needs_turn_rows(so, o):
-            ts = split_rows[i] = so.turns
-            num_turns[i] = len(ts)
-            tool_calls[i] = sum(len(t.tool_calls) for t in ts)
-            if any(t.action_valid is not None for t in ts):
-                invalid[i] = sum(t.action_valid is False for t in ts)
-        if so.final_observation is not None:
-            if extras_py is None:
-                extras_py = extras.to_pylist()
-            fo = orjson.dumps(so.final_observation).decode()
-            base = extras_py[i]
-            extras_py[i] = '{"final_observation":' + fo + "}" if base is None else base[:-1] + ',"final_observation":' + fo + "}"
-    if extras_py is not None:
-        extras = pa.array(extras_py, pa.string())
+    num_turns, tool_calls, invalid, split_rows, extras = split_outputs(
+        n, rows_containing(out_arr, ("\nassistant\n", "<tool_")), lambda i: out_arr[i].as_py(), extras)
 
     run = pa.array([sink.run_id] * n, pa.string()) if n else pa.nulls(0, pa.string())
     splits = pa.array([split] * n, pa.string())
@@ -199,6 +179,39 @@ def read_dump_pyarrow(path: Path, file_step: int, split: str, sink: PartSink) ->
     # sink.traj_ids (its duplicate check) is left alone: this part is this file alone.
     return True
 
+
+
+def split_outputs(n: int, candidates: Iterable[int], output: Callable[[int], str], extras: pa.Array
+                  ) -> tuple[np.ndarray, np.ndarray, list[int | None], dict[int, list[TurnData]], pa.Array]:
+    """The turn columns of ``n`` rows, of which only ``candidates`` (outputs that may hold
+    several turns or tool calls: what ``verl._may_split`` looks for) are split, in Python:
+    ``(num_turns, tool_calls, invalid actions, the split rows' turns, extras)``.  A final
+    observation is appended to the row's ``extras`` JSON, as the line path adds that key last."""
+    from rolloutlab.io.importers.verl import _needs_turn_rows, split_turns
+
+    num_turns = np.ones(n, np.int64)
+    tool_calls = np.zeros(n, np.int64)
+    invalid: list[int | None] = [None] * n
+    split_rows: dict[int, list[TurnData]] = {}
+    finals: dict[int, str] = {}
+    for i in candidates:
+        o = output(i)
+        so = split_turns(o)
+        if _needs_turn_rows(so, o):
+            ts = split_rows[i] = so.turns
+            num_turns[i] = len(ts)
+            tool_calls[i] = sum(len(t.tool_calls) for t in ts)
+            if any(t.action_valid is not None for t in ts):
+                invalid[i] = sum(t.action_valid is False for t in ts)
+        if so.final_observation is not None:
+            finals[i] = orjson.dumps(so.final_observation).decode()
+    if finals:
+        extras_py = extras.to_pylist()
+        for i, fo in finals.items():
+            b = extras_py[i]
+            extras_py[i] = '{"final_observation":' + fo + "}" if b is None else b[:-1] + ',"final_observation":' + fo + "}"
+        extras = pa.array(extras_py, pa.string())
+    return num_turns, tool_calls, invalid, split_rows, extras
 
 def write_rows(sink: PartSink, split: str, traj: pa.Table, texts: pa.Table, one_turns: pa.Table, one_texts: pa.Table,
                split_rows: dict[int, list[TurnData]], steps: np.ndarray, ids: list[str]) -> None:

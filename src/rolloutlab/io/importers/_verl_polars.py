@@ -33,8 +33,8 @@ import pyarrow as pa
 
 from rolloutlab.io._fastpath import rank_in_group
 from rolloutlab.io._ndjson import layout_holds, prefetch, prefetched, read_ndjson
-from rolloutlab.io._sink import PartSink, TurnData
-from rolloutlab.io.importers._verl_fast import write_rows
+from rolloutlab.io._sink import PartSink
+from rolloutlab.io.importers._verl_fast import split_outputs, write_rows
 from rolloutlab.schema import TEXTS, TRAJECTORIES, TURNS
 
 _CORE = ("input", "output", "gts", "score", "step", "reward")
@@ -98,7 +98,6 @@ def prefetch_dump(path: Path) -> None:
 def read_dump_polars(path: Path, file_step: int, split: str, sink: PartSink) -> bool:
     """Read a well-formed verl step file into ``sink``; False (nothing written) when
     polars' result could differ from the line reader's."""
-    from rolloutlab.io.importers.verl import _needs_turn_rows, split_turns
 
     parsed = prefetched(path, _parse)
     if parsed is None:
@@ -155,28 +154,8 @@ def read_dump_polars(path: Path, file_step: int, split: str, sink: PartSink) -> 
 
     # Turns: only outputs that may hold several turns or tool calls are split (in Python).
     response = tab["output"]
-    num_turns = np.ones(n, np.int64)
-    tool_calls = np.zeros(n, np.int64)
-    invalid: list[int | None] = [None] * n
-    split_rows: dict[int, list[TurnData]] = {}
-    finals: dict[int, str] = {}
-    for i in np.flatnonzero(scan["may_split"].to_numpy()).tolist():  # what verl._may_split looks for
-        o = response[i].as_py()
-        so = split_turns(o)
-        if _needs_turn_rows(so, o):
-            ts = split_rows[i] = so.turns
-            num_turns[i] = len(ts)
-            tool_calls[i] = sum(len(t.tool_calls) for t in ts)
-            if any(t.action_valid is not None for t in ts):
-                invalid[i] = sum(t.action_valid is False for t in ts)
-        if so.final_observation is not None:
-            finals[i] = orjson.dumps(so.final_observation).decode()
-    if finals:  # appended, as the line path adds the key last
-        extras_py = extras.to_pylist()
-        for i, fo in finals.items():
-            b = extras_py[i]
-            extras_py[i] = '{"final_observation":' + fo + "}" if b is None else b[:-1] + ',"final_observation":' + fo + "}"
-        extras = pa.array(extras_py, pa.string())
+    num_turns, tool_calls, invalid, split_rows, extras = split_outputs(
+        n, np.flatnonzero(scan["may_split"].to_numpy()).tolist(), lambda i: response[i].as_py(), extras)
 
     run = pa.repeat(pa.scalar(sink.run_id, pa.string()), n)
     splits = pa.repeat(pa.scalar(split, pa.string()), n)
