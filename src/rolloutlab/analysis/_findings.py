@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from rolloutlab.analysis._saturation import T_CRIT
+
 if TYPE_CHECKING:
     from rolloutlab.analysis._analyze import Analysis
 
@@ -98,12 +100,12 @@ def rank_findings(a: Analysis) -> list[Finding]:
             out.append(Finding("plateau", 90 if name == "mean_reward" else 60,
                                f"{name} plateaued after step {fit.breakpoint:.0f} (late slope {fit.late_slope:+.4f}/step, "
                                f"t = {fit.late_t:.1f}){head}{extra}", rng, ev))
-        elif name == "mean_reward" and not v.two_segments_better and fit.line_slope_se > 0 and fit.line_slope / fit.line_slope_se >= 2:
+        elif name == "mean_reward" and not v.two_segments_better and fit.line_slope_se > 0 and fit.line_slope / fit.line_slope_se >= T_CRIT:
             t_line = fit.line_slope / fit.line_slope_se
             out.append(Finding("rising", 50, f"{name} rises steadily with no breakpoint (slope {fit.line_slope:+.4f}/step, "
                                               f"t = {t_line:.1f}; one line fits as well as two): not saturated{head}",
                                (int(fit.x_first), int(fit.x_last)), ev))
-        elif name == "mean_reward" and fit.late_t >= 2:
+        elif name == "mean_reward" and fit.late_t >= T_CRIT:
             out.append(Finding("rising", 50, f"{name} is still rising at the end (late slope {fit.late_slope:+.4f}/step, "
                                               f"t = {fit.late_t:.1f}): not saturated{head}", rng, ev))
         elif name == "mean_reward" and fit.late_t <= -2:

@@ -36,6 +36,7 @@ import pandas as pd
 
 from rolloutlab.analysis._findings import CEILING, Finding
 from rolloutlab.analysis._passk import verdict_window
+from rolloutlab.analysis._saturation import T_CRIT
 
 if TYPE_CHECKING:
     from rolloutlab.analysis._analyze import Analysis
@@ -69,9 +70,6 @@ __doc__ = (__doc__ or "") + "\nSeverity of the findings without their own (:data
     f"- {sev}: " + ", ".join(f"``{k}``" for k, v in KIND_SEVERITY.items() if v == sev)
     for sev in SEVERITY_ORDER) + "\n"
 
-T_CRIT = 2.0
-"""|t| at or past which a slope counts as a change: ``saturation_verdict``'s ``t_crit`` and
-the rising/declining rules of the findings."""
 
 _SATURATION_KINDS = ("plateau", "ceiling", "rising", "declining")
 

@@ -481,11 +481,16 @@ class SaturationVerdict:
     """y_max − late_end_value, when y_max is given; None otherwise."""
 
 
+T_CRIT = 2.0
+"""|t| at or past which a slope counts as a change: the plateau test's default, the
+rising/declining findings and the headline's success direction."""
+
+
 def saturation_verdict(
     fit: TwoSegmentFit | SegmentsFit,
     *,
     y_max: float | None = None,
-    t_crit: float = 2.0,
+    t_crit: float = T_CRIT,
     max_late_frac: float = 0.2,
 ) -> SaturationVerdict:
     """Plateau verdict from a :func:`two_segment_fit` or a ``segments_fit``.
