@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,22 @@ def _listed(st: Store | None, table: str) -> list[str]:
         return []
     return [p["files"][table] for e in st.manifest["runs"].values() for p in e["parts"].values()
             if p["files"].get(table)]
+
+
+def table_files(store: Path, parts: Iterable[dict[str, Any]], table: str,
+                keep: Callable[[dict[str, Any]], bool] = lambda part: True
+                ) -> Iterator[tuple[dict[str, Any], str | None, str]]:
+    """``(part, absolute path of its table file, "")`` for each manifest part that has a
+    ``table`` file and that ``keep`` keeps, or ``(part, None, why)`` when the path is refused
+    (outside the store: :func:`store_file`); the pages name refused files through ``broken``."""
+    for part in parts:
+        rel = part["files"].get(table)
+        if not rel or not keep(part):
+            continue
+        try:
+            yield part, str(store_file(store, rel)), ""
+        except RolloutlabError as e:
+            yield part, None, str(e)
 
 
 def _reason(e: Exception) -> str:
@@ -241,24 +258,19 @@ class StoreView:
         entry = st.manifest["runs"].get(run_id)
         if entry is None:
             return []
-        out = []
-        for part in entry["parts"].values():
-            rel = part["files"].get("texts")
-            if not rel:
-                continue
+
+        def keep(part: dict[str, Any]) -> bool:
             if part.get("max_step") and split not in part["max_step"]:
-                continue  # the part has no trajectories of this split
+                return False  # the part has no trajectories of this split
             if step is not None:
                 if part.get("steps") and [split, step] not in part["steps"]:
-                    continue
+                    return False
                 top = (part.get("max_step") or {}).get(split)
                 if top is not None and step > top:
-                    continue
-            try:
-                out.append(str(store_file(self.path, rel)))
-            except RolloutlabError:
-                continue  # refused, and named on the pages by `broken`
-        return out
+                    return False
+            return True
+
+        return [path for _, path, _ in table_files(self.path, entry["parts"].values(), "texts", keep) if path]
 
     def resolve(self, run: str) -> str:
         st = self.require()

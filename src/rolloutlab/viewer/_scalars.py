@@ -33,9 +33,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from rolloutlab.analysis import HEALTH_SCALARS
-from rolloutlab.io import RolloutlabError
-from rolloutlab.io._store import store_file
-from rolloutlab.viewer._live import StoreView
+from rolloutlab.viewer._live import StoreView, table_files
 from rolloutlab.viewer._queries import BadRequest
 
 XAxis = Literal["step", "time", "tokens"]
@@ -106,17 +104,8 @@ class RunScalars:
 
 def metric_files(view: StoreView, run_id: str) -> list[str]:
     """The run's committed ``metrics`` files (the manifest's list, inside the store)."""
-    entry = view.entry(run_id)
-    out = []
-    for part in entry["parts"].values():
-        rel = part["files"].get("metrics")
-        if not rel:
-            continue
-        try:
-            out.append(str(store_file(view.path, rel)))
-        except RolloutlabError:
-            continue  # refused, and named on the pages by `broken`
-    return out
+    parts = view.entry(run_id)["parts"].values()
+    return [path for _, path, _ in table_files(view.path, parts, "metrics") if path]
 
 
 def metric_splits(view: StoreView, run_id: str) -> dict[str, int]:

@@ -42,8 +42,7 @@ from typing import Any
 import duckdb
 
 from rolloutlab.io import RolloutlabError
-from rolloutlab.io._store import store_file
-from rolloutlab.viewer._live import StoreView
+from rolloutlab.viewer._live import StoreView, table_files
 
 MIN_CHARS = 2
 """Shorter queries (spaces aside) ask for more instead of scanning."""
@@ -181,23 +180,22 @@ class Searcher:
         """Run id → its texts files that can hold steps in the range, lowest step first."""
         runs = spec.runs or tuple(sorted(manifest["runs"]))
         out: dict[str, list[_Part]] = {}
+
+        def keep(part: dict[str, Any]) -> bool:
+            steps = [s for _, s in part.get("steps") or []]
+            top = max((part.get("max_step") or {}).values(), default=None)
+            if steps and not any(_in_range(s, spec) for s in steps):
+                return False
+            return top is None or spec.step_min is None or top >= spec.step_min
+
         for rid in sorted(runs):
             parts = []
-            for part in manifest["runs"].get(rid, {}).get("parts", {}).values():  # gone: nothing
-                rel = part["files"].get("texts")
-                if not rel:
+            found = manifest["runs"].get(rid, {}).get("parts", {})  # gone: nothing
+            for part, path, why in table_files(self.view.path, found.values(), "texts", keep):
+                if path is None:
+                    unreadable[part["files"]["texts"]] = why
                     continue
                 steps = [s for _, s in part.get("steps") or []]
-                top = max((part.get("max_step") or {}).values(), default=None)
-                if steps and not any(_in_range(s, spec) for s in steps):
-                    continue
-                if top is not None and spec.step_min is not None and top < spec.step_min:
-                    continue
-                try:
-                    path = str(store_file(self.view.path, rel))
-                except RolloutlabError as e:
-                    unreadable[rel] = str(e)
-                    continue
                 parts.append(_Part(path, min(steps) if steps else float("-inf")))
             out[rid] = sorted(parts, key=lambda p: (p.first, p.file))
         return out
