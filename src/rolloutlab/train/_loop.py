@@ -575,11 +575,18 @@ class Trainer:
                 self.writer.close(status=status)
         return TrainResult(self.run_dir, self.step, list_checkpoints(self.run_dir), self.history)
 
-    def close(self) -> None:
+    def close(self, *, finished: bool = True) -> None:
         """End the process group if this trainer started it: a torchrun rank that exits with
-        it open can abort in gloo's threads ("terminate called without an active exception")."""
+        it open can abort in gloo's threads ("terminate called without an active exception").
+        After a run that ``finished`` (no exception) the ranks first meet at a barrier, so none
+        tears down while a peer still works; after a failure there is no barrier (the peers may
+        sit in another collective, and a barrier would wait for gloo's 30-minute timeout)."""
         if self.owns_process_group and torch.distributed.is_initialized():
-            torch.distributed.destroy_process_group()
+            try:
+                if finished:
+                    torch.distributed.barrier()
+            finally:
+                torch.distributed.destroy_process_group()
             self.owns_process_group = False
 
 
@@ -624,10 +631,13 @@ def train(
 ) -> TrainResult:
     """Start a run in ``out`` and train (see :class:`Trainer`)."""
     t = Trainer(cfg, out, progress=progress)
+    finished = False
     try:
-        return t.run(steps=steps, on_step=on_step)
+        res = t.run(steps=steps, on_step=on_step)
+        finished = True
+        return res
     finally:
-        t.close()
+        t.close(finished=finished)
 
 
 def resume(
@@ -649,7 +659,10 @@ def resume(
     if overrides and t.writer is not None:
         t.writer.run.config = cfg.to_dict()
         t.writer.write_run()
+    finished = False
     try:
-        return t.run(steps=steps)
+        res = t.run(steps=steps)
+        finished = True
+        return res
     finally:
-        t.close()
+        t.close(finished=finished)
