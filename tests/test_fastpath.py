@@ -2,8 +2,8 @@
 
 The same files are ingested through a native reader — polars (the ``fast`` extra) and,
 as without it, pyarrow's JSON reader — and through the line reader, and every table is
-compared: every column, in key order, and the Parquet rows in the order the files hold
-them (texts and turns included); files a native reader must refuse still give the line
+compared: every column, in key order, through the store and as the Parquet files hold
+them (texts and turns included; a batch of files shares one file per table); files a native reader must refuse still give the line
 reader's result and its located errors.  No real verl dump is bundled in
 tests/fixtures/samples, so the files are the benchmark's generator and format-faithful
 dumps written here (``_dump_generations`` writes one ``json.dumps`` of one dict per line,
@@ -54,46 +54,56 @@ def _tables(store: Path) -> dict[str, list[tuple[Any, ...]]]:
     return {t: st.sql(f"SELECT * FROM {t} ORDER BY {k}").fetchall() for t, k in _KEYS.items()}
 
 
-def _files_rows(store: Path) -> dict[str, list[tuple[pa.Schema, list[dict[str, Any]]]]]:
-    """Each table's Parquet files, in the order of their parts' keys: schema and rows as
-    the file holds them."""
+def _files_rows(store: Path) -> dict[str, tuple[list[pa.Schema], list[dict[str, Any]]]]:
+    """Each table's Parquet files as they hold them, each file once (a batch's parts
+    share theirs): the distinct schemas, and every row, in key order."""
     st = rolloutlab.open_store(store)
-    parts = sorted((p for run in st.manifest["runs"].values() for p in run["parts"].values()), key=lambda p: p["key"])
-    out: dict[str, list[tuple[pa.Schema, list[dict[str, Any]]]]] = {}
-    for table in _KEYS:
-        out[table] = []
-        for p in parts:
-            if table in p["files"]:
-                t = pq.read_table(store / p["files"][table])
-                out[table].append((t.schema, t.to_pylist()))
+    out: dict[str, tuple[list[pa.Schema], list[dict[str, Any]]]] = {}
+    for table, key in _KEYS.items():
+        schemas: list[pa.Schema] = []
+        rows: list[dict[str, Any]] = []
+        for f in st.files(table):
+            t = pq.read_table(f)
+            if not any(t.schema.equals(x) for x in schemas):
+                schemas.append(t.schema)
+            rows += t.to_pylist()
+        cols = [c.strip() for c in key.split(",")]
+        out[table] = (schemas, sorted(rows, key=lambda r: tuple(r[c] for c in cols)))
     return out
 
 
 def _ingest_both(src: Path, tmp: Path, monkeypatch: pytest.MonkeyPatch, **kw: Any) -> tuple[Any, Any, int]:
     """Ingest ``src`` through the native path, then through the line reader only; the
-    number of files the native path accepted."""
+    number of files the native path accepted (alone or in a batch)."""
     accepted = []
     real = _verl_fast.read_dump_native
+    real_batch = VerlImporter.read_batch
 
     def spy(*a: Any) -> bool:
         ok = real(*a)
         accepted.append(ok)
         return ok
 
+    def spy_batch(self: VerlImporter, parts: Any, sink: Any) -> Any:
+        got = real_batch(self, parts, sink)
+        accepted.extend(g is not None for g in got)
+        return got
+
     with monkeypatch.context() as m:
         m.setattr(_verl_fast, "read_dump_native", spy)
+        m.setattr(VerlImporter, "read_batch", spy_batch)
         fast = rolloutlab.ingest([src], tmp / "fast", **kw)
     with monkeypatch.context() as m:
         m.setattr(_verl_fast, "read_dump_native", lambda *a: False)
+        m.setattr(VerlImporter, "batchable", lambda self, part: False)
         m.setattr(VerlImporter, "_read_dump_fast", staticmethod(lambda *a: False))
         slow = rolloutlab.ingest([src], tmp / "slow", **kw)
     return fast, slow, sum(accepted)
 
 
 def _assert_same(tmp: Path, fast: Any, slow: Any) -> None:
-    """Same counts; every table equal row for row in key order; and, file by file, the
-    same schema and the same rows in the same order (the files here are within the line
-    reader's batch of 2,048 lines)."""
+    """Same counts; every table equal row for row in key order, through the store and as
+    the Parquet files hold the rows (their schemas, texts and turns included)."""
     assert [s.counts for s in fast.sources] == [s.counts for s in slow.sources]
     a, b = _tables(tmp / "fast"), _tables(tmp / "slow")
     for table in _KEYS:
@@ -102,10 +112,9 @@ def _assert_same(tmp: Path, fast: Any, slow: Any) -> None:
             assert ra == rb, (table, ra, rb)
     fa, fb = _files_rows(tmp / "fast"), _files_rows(tmp / "slow")
     for table in _KEYS:
-        assert len(fa[table]) == len(fb[table]), table
-        for (sa, ra), (sb, rb) in zip(fa[table], fb[table], strict=True):
-            assert sa == sb, (table, sa, sb)
-            assert ra == rb, table
+        (sa, ra), (sb, rb) = fa[table], fb[table]
+        assert sa == sb, (table, sa, sb)
+        assert ra == rb, table
 
 
 def _line(**rec: Any) -> bytes:

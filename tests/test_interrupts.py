@@ -32,13 +32,15 @@ ROOT = Path(__file__).resolve().parents[1]
 _SLOW_INGEST = """
 import sys, time
 import rolloutlab.io._ingest as ing
-orig = ing._read_one
-def slow(*args, **kwargs):
-    res = orig(*args, **kwargs)
-    print("STAGED", flush=True)
-    time.sleep(60)
-    return res
-ing._read_one = slow
+orig = ing._read_parts
+def slow(*args, **kwargs):  # after the first part (or batch of parts) is staged
+    for item in orig(*args, **kwargs):
+        if item[3].closing is not None:
+            item[3].closing.result()
+        print("STAGED", flush=True)
+        time.sleep(60)
+        yield item
+ing._read_parts = slow
 from rolloutlab.cli import main
 sys.exit(main(sys.argv[1:]))
 """

@@ -27,7 +27,11 @@ N = 8  # trajectories in the store: steps 1 and 2, 4 each
 
 @pytest.fixture
 def store(tmp_path: Path) -> Path:
-    src = write_verl(tmp_path / "src", {1: [[1, 0, 0, 1]], 2: [[1, 1, 0, 1]]})
+    """Steps 1 and 2 ingested as a live run is, one after the other: each part has files
+    of its own (a batch's parts share theirs: tests/test_batches.py)."""
+    src = write_verl(tmp_path / "src", {1: [[1, 0, 0, 1]]})
+    rolloutlab.ingest([src], tmp_path / "s", name="r")
+    write_verl(src, {2: [[1, 1, 0, 1]]})
     rolloutlab.ingest([src], tmp_path / "s", name="r")
     return tmp_path / "s"
 

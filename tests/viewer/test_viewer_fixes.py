@@ -248,8 +248,8 @@ def test_manifest_paths_outside_the_store_are_refused(two_runs: Path) -> None:
     pq.write_table(st.sql("SELECT * FROM trajectories WHERE run_id = 'b'").arrow().read_all()
                    .set_column(0, "run_id", pa.array(["a"] * 8)), secret)
     m = orjson.loads((two_runs / "_manifest.json").read_bytes())
-    part = next(iter(m["runs"]["a"]["parts"].values()))
-    part["files"]["trajectories"] = "../secret.parquet"
+    for part in m["runs"]["a"]["parts"].values():  # (a batch's parts share one file)
+        part["files"]["trajectories"] = "../secret.parquet"
     (two_runs / "_manifest.json").write_bytes(orjson.dumps(m))
     with pytest.raises(rolloutlab.RolloutlabError, match="outside the store"):
         open_store(two_runs).files("trajectories")

@@ -126,13 +126,20 @@ def _check(root: Path, rep: HealthReport) -> dict[str, Any] | None:
             rep.manifest_problem += f"; no usable {PREV_MANIFEST}: repair starts an empty manifest"
             return None
     for rid, entry in manifest["runs"].items():
+        # the parts of a batch share their files: each file is checked once, against the
+        # rows of all its parts, and its damage is theirs (repair drops them together)
+        sharing: dict[str, list[tuple[str, str, dict[str, Any]]]] = {}
         for uid, part in entry["parts"].items():
-            sizes = part.get("sizes") or {}
             for table, rel in part["files"].items():
-                rep.files_checked += 1
-                problem = check_file(root / rel, size=sizes.get(table), rows=_expected_rows(part, table))
-                if problem is not None:
-                    rep.damage.append(Damage(str(root / rel), rid, uid, problem))
+                sharing.setdefault(rel, []).append((uid, table, part))
+        for rel, users in sharing.items():
+            uid, table, part = users[0]
+            counts = [_expected_rows(p, t) for _, t, p in users]
+            rows = None if None in counts else sum(c for c in counts if c is not None)
+            rep.files_checked += 1
+            problem = check_file(root / rel, size=(part.get("sizes") or {}).get(table), rows=rows)
+            if problem is not None:
+                rep.damage += [Damage(str(root / rel), rid, u, problem) for u, _, _ in users]
     runs_rel = manifest.get("runs_file")
     if runs_rel:
         rep.files_checked += 1

@@ -37,6 +37,7 @@ from rolloutlab.io._files import extract_archive, fingerprint, is_archive, remov
 from rolloutlab.io._sink import PartSink, drain_writes, storable
 from rolloutlab.io._store import Store, damaged_files, slug
 from rolloutlab.io.importers import REGISTRY, Importer, Part, ReadContext, RunInfo, detect_format
+from rolloutlab.io.importers._base import BATCH_PARTS
 from rolloutlab.schema import FORMAT_VERSION, REJECTS
 
 
@@ -265,6 +266,7 @@ def _ingest_source(
                     continue
                 ctx.warn(f"{damaged[0]}: stored file is missing or damaged — reading {part.key} again")
             todo.append((uid, fp, part, f"run_id={run_id}/{slug(part.key)}-{src_tag}-{fp[:10]}"))
+        before = dict(entry["parts"])  # what parts that share files held before (see _keep_shared_rows)
         for i, (uid, fp, part, res) in enumerate(_read_parts(importer, todo, run_id, staging, on_error, jobs)):
             if progress:
                 progress(f"{importer.name}: {part.key}", i + 1, len(todo))
@@ -300,6 +302,7 @@ def _ingest_source(
             if closing is not None:
                 closing.result()  # a write error (a full disk) is raised here, before any commit
             stored["sizes"] = {t: (staging / rel).stat().st_size for t, rel in files.items()}
+        _keep_shared_rows(st, run_id, entry, before, staging, src_tag, ctx)
         _derive_model(run_id, run, entry, ctx)
         if progress:
             progress(f"{importer.name}: done", len(parts), len(parts))
@@ -426,10 +429,21 @@ def _read_parts(importer: Importer, todo: list[tuple[str, str, Part, str]], run_
         size = sum(p.stat().st_size for _, _, part, _ in todo for p in part.paths)
         jobs = min(os.cpu_count() or 1, 4) if size >= PARALLEL_MIN_BYTES and len(todo) > 1 else 1
     if jobs <= 1:
-        for i, (uid, fp, part, stem) in enumerate(todo):
-            if i + 1 < len(todo):  # parsed in the background while this part is read and written
-                importer.prefetch(todo[i + 1][2])
-            yield uid, fp, part, _read_one(importer, part, run_id, staging, stem, on_error, wait=False)
+        batches = _batches(importer, todo)
+        for i, batch in enumerate(batches):
+            # parsed in the background while this batch is read and written (the first
+            # batch, small, too: the prefetch threads parse it while this one waits)
+            for ahead in batches[i + 1 : i + 2] if i else batches[:2]:
+                parts = [part for _, _, part, _ in ahead]
+                if len(parts) > 1 or importer.batchable(parts[0]):
+                    importer.prefetch_batch(parts)
+                else:
+                    importer.prefetch(parts[0])
+            if len(batch) == 1 and not importer.batchable(batch[0][2]):
+                uid, fp, part, stem = batch[0]
+                yield uid, fp, part, _read_one(importer, part, run_id, staging, stem, on_error, wait=False)
+            else:
+                yield from _read_batch(importer, batch, run_id, staging, on_error)
         return
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
@@ -444,6 +458,123 @@ def _read_parts(importer: Importer, todo: list[tuple[str, str, Part, str]], run_
             for f in futures:
                 f.cancel()
             raise
+
+
+BATCH_BYTES = 64 << 20
+"""Input read in one pass into one set of files, at most (:meth:`Importer.read_batch`)."""
+FIRST_BATCH_BYTES = 8 << 20
+"""The first batch's input, at most: nothing is written until it is parsed."""
+
+
+def _batches(importer: Importer, todo: list[tuple[str, str, Part, str]]) -> list[list[tuple[str, str, Part, str]]]:
+    """``todo`` in runs of consecutive batchable parts (up to :data:`BATCH_BYTES` of input
+    and :data:`BATCH_PARTS` parts each); every other part alone."""
+    out: list[list[tuple[str, str, Part, str]]] = []
+    run: list[tuple[str, str, Part, str]] = []
+    size = 0
+    limit = FIRST_BATCH_BYTES  # then BATCH_BYTES: the first batch is small, so that writing starts early
+    for item in todo:
+        if not importer.batchable(item[2]):
+            if run:
+                out.append(run)
+                run, size = [], 0
+            out.append([item])
+            continue
+        n = 0
+        for p in item[2].paths:
+            with contextlib.suppress(OSError):  # gone: read alone, which says so
+                n += p.stat().st_size
+        if run and (size + n > limit or len(run) >= BATCH_PARTS):
+            out.append(run)
+            run, size, limit = [], 0, BATCH_BYTES
+        run.append(item)
+        size += n
+    if run:
+        out.append(run)
+    return out
+
+
+def _read_batch(importer: Importer, batch: list[tuple[str, str, Part, str]], run_id: str, staging: Path,
+                on_error: str) -> Iterator[tuple[str, str, Part, _PartResult]]:
+    """Read a batch of parts into one set of files (one per table), each part's result
+    naming them; a part the batch reader leaves is read alone, into files of its own."""
+    parts = [part for _, _, part, _ in batch]
+    stem = batch[0][3]
+    if len(batch) > 1:  # the members' keys and fingerprints: another batch never has this name
+        members = hashlib.blake2b("\n".join(f"{uid}\t{fp}" for uid, fp, _, _ in batch).encode(), digest_size=5)
+        stem = f"{stem}+{len(batch) - 1}-{members.hexdigest()}"
+    sink = PartSink(run_id, staging, stem)
+    try:
+        with importer_boundary(importer, parts[0].paths[0] if parts[0].paths else Path(parts[0].key)):
+            got = importer.read_batch(parts, sink)
+            closing = sink.close(wait=False) if any(g is not None for g in got) else None
+    except BaseException:
+        sink.abort()
+        raise
+    for (uid, fp, part, own), rows in zip(batch, got, strict=True):
+        if rows is None:
+            yield uid, fp, part, _read_one(importer, part, run_id, staging, own, on_error, wait=False)
+        else:
+            yield uid, fp, part, _PartResult(stem=stem, files=dict(sink.files), counts=dict(rows.counts),
+                                             steps=set(rows.steps), models=sorted(rows.models), closing=closing)
+
+
+def _keep_shared_rows(st: Store, run_id: str, entry: dict[str, Any], before: dict[str, dict[str, Any]],
+                      staging: Path, src_tag: str, ctx: ReadContext) -> None:
+    """Parts of a batch share its files (docs/store.md § Batches).  When some of them were
+    read again (their new rows are in new files) and others not (unchanged, or still
+    pending, or their source file gone), the others' rows are copied out of the old files
+    by their steps into files of their own, so that the old files, no longer listed, hold
+    no row twice and lose none.  A damaged old file cannot be copied: its parts stay as
+    they were (``check-store --repair`` drops them; their sources, read again, restore
+    them)."""
+    sharing: dict[str, list[str]] = {}
+    for uid, part in before.items():
+        for rel in part["files"].values():
+            sharing.setdefault(rel, []).append(uid)
+    groups = {tuple(uids) for uids in sharing.values() if len(uids) > 1}
+    for uids in sorted(groups):
+        kept = [u for u in uids if entry["parts"].get(u) is before[u]]
+        if len(kept) == len(uids):
+            continue  # none read again: the files stay as they are
+        if not kept:
+            continue  # all read again: the old files are left to the garbage collection
+        if any(damaged_files(st.path, before[u]) for u in kept):
+            ctx.warn(f"run {run_id!r}: {len(kept)} parts share a damaged file and cannot be kept with "
+                     f"{before[kept[0]]['key']}; run `rolloutlab check-store --repair --store {st.path}`, "
+                     "then ingest their sources again")
+            continue
+        steps = sorted({(sp, s) for u in kept for sp, s in before[u].get("steps") or []})
+        if not steps or not all(before[u].get("exclusive_steps") for u in kept):
+            raise RolloutlabError(f"run {run_id!r}: parts that share files do not list their steps "
+                                  f"({before[kept[0]]['key']}): the store is not one this version wrote")
+        tag = hashlib.blake2b("\n".join(kept).encode(), digest_size=5).hexdigest()
+        stem = f"run_id={run_id}/kept-{slug(before[kept[0]]['key'])}+{len(kept) - 1}-{src_tag}-{tag}"
+        files, sizes = _copy_steps(st, before[kept[0]]["files"], steps, staging, stem, run_id)
+        for u in kept:
+            entry["parts"][u] = {**before[u], "files": dict(files), "sizes": dict(sizes)}
+
+
+def _copy_steps(st: Store, files: dict[str, str], steps: list[tuple[str, int]], staging: Path, stem: str,
+                run_id: str) -> tuple[dict[str, str], dict[str, int]]:
+    """The rows of ``steps`` of each table file in ``files``, written to staged files
+    named by ``stem``: their relative paths and sizes."""
+    import pyarrow.compute as pc
+
+    from rolloutlab.io._store import store_file
+
+    wanted = pa.array(sorted({f"{sp}/{s}" for sp, s in steps}))
+    sink = PartSink(run_id, staging, stem)
+    try:
+        for table, rel in files.items():
+            rows = pq.read_table(store_file(st.path, rel))
+            key = pc.binary_join_element_wise(rows["split"], pc.cast(rows["step"], pa.string()), "/")
+            sink.add_arrow(table, rows.filter(pc.is_in(key, value_set=wanted)).cast(sink._schemas[table]))
+        sink.close(wait=True)
+    except BaseException:
+        sink.abort()
+        raise
+    return dict(sink.files), {t: (staging / rel).stat().st_size for t, rel in sink.files.items()}
 
 
 def _worker_init() -> None:

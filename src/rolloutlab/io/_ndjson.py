@@ -72,7 +72,9 @@ def read_ndjson(path: Path) -> tuple[bytes, pl.DataFrame] | None:
     except (pl.exceptions.PolarsError, pl.exceptions.PanicException, ValueError):
         return None  # the line reader reads the file and names what is wrong with it
     texts = [c for c, t in df.schema.items() if t == pl.String]
-    if texts and df.select(pl.any_horizontal(pl.col(texts).str.contains("\x00", literal=True).any())).item():
+    # A U+0000 can only come from a \u escape (polars refuses raw control characters): the
+    # texts are scanned only when the raw bytes hold one (a rare escape in orjson's output).
+    if texts and b"\\u" in data and df.select(pl.any_horizontal(pl.col(texts).str.contains("\x00", literal=True).any())).item():
         return None
     return data, df
 
@@ -140,8 +142,7 @@ def layout_holds(data: bytes, n_rows: int, names: list[str], strings: set[str]) 
 T = TypeVar("T")
 _AHEAD: dict[tuple[str, int, int, int], tuple[Callable[[Path], Any], Future[Any]]] = {}
 """Loads started ahead, by the file's identity when they started: the load, its result."""
-_MAX_AHEAD = 2
-"""The file being read may still be in here when the next one is started."""
+
 _POOL: ThreadPoolExecutor | None = None
 
 
@@ -153,17 +154,19 @@ def _identity(path: Path) -> tuple[str, int, int, int] | None:
     return str(path), st.st_ino, st.st_size, st.st_mtime_ns
 
 
-def prefetch(path: Path, load: Callable[[Path], T]) -> None:
+def prefetch(path: Path, load: Callable[[Path], T], *, ahead: int = 2) -> None:
     """Start ``load(path)`` in a background thread; :func:`prefetched` takes its result.
-    Two files ahead at most: the oldest load not taken is dropped (an error in it too:
-    the reader meets it again when it loads the file itself)."""
+    ``ahead`` loads not taken at most (the file being read may still be among them when
+    the next one is started; a batch of files is read ahead whole): the oldest beyond
+    is dropped (an error in it too: the reader meets it again when it loads the file
+    itself)."""
     global _POOL
     ident = _identity(path)
     if ident is None:
         return
     if _POOL is None:
-        _POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rolloutlab-prefetch")
-    while len(_AHEAD) >= _MAX_AHEAD:
+        _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="rolloutlab-prefetch")
+    while len(_AHEAD) >= max(1, ahead):
         del _AHEAD[next(iter(_AHEAD))]
     _AHEAD[ident] = (load, _POOL.submit(load, path))
 

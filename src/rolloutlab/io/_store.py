@@ -224,18 +224,18 @@ class Store:
                 yield from part["files"].values()
 
     def files(self, table: str) -> list[Path]:
-        """The committed files of ``table``; a listed path that resolves outside the
-        store is refused (:func:`store_file`)."""
+        """The committed files of ``table``, each once (the parts of a batch share theirs);
+        a listed path that resolves outside the store is refused (:func:`store_file`)."""
         if table == "runs":  # written under a new name at each commit, like the other tables
             rel_runs = self.manifest.get("runs_file")
             return [store_file(self.path, rel_runs)] if rel_runs else []
-        out: list[Path] = []
+        out: dict[Path, None] = {}  # parts of a batch share their files: each once
         for run in self.manifest["runs"].values():
             for part in run["parts"].values():
                 rel = part["files"].get(table)
                 if rel:
-                    out.append(store_file(self.path, rel))
-        return out
+                    out[store_file(self.path, rel)] = None
+        return list(out)
 
     @contextlib.contextmanager
     def lock(self, on_wait: Callable[[str], None] | None = None) -> Iterator[None]:

@@ -53,24 +53,27 @@ def _listed(st: Store | None, table: str) -> list[str]:
     """The manifest's files of ``table`` as written there (relative to the store)."""
     if st is None:
         return []
-    return [p["files"][table] for e in st.manifest["runs"].values() for p in e["parts"].values()
-            if p["files"].get(table)]
+    return list(dict.fromkeys(p["files"][table] for e in st.manifest["runs"].values() for p in e["parts"].values()
+                              if p["files"].get(table)))
 
 
 def table_files(store: Path, parts: Iterable[dict[str, Any]], table: str,
                 keep: Callable[[dict[str, Any]], bool] = lambda part: True
-                ) -> Iterator[tuple[dict[str, Any], str | None, str]]:
-    """``(part, absolute path of its table file, "")`` for each manifest part that has a
-    ``table`` file and that ``keep`` keeps, or ``(part, None, why)`` when the path is refused
-    (outside the store: :func:`store_file`); the pages name refused files through ``broken``."""
+                ) -> Iterator[tuple[list[dict[str, Any]], str | None, str]]:
+    """``(parts, absolute path of their table file, "")`` for each ``table`` file of the
+    manifest parts that ``keep`` keeps, once, with the kept parts that share it (a batch's
+    parts share their files), or ``(parts, None, why)`` when the path is refused (outside
+    the store: :func:`store_file`); the pages name refused files through ``broken``."""
+    by_file: dict[str, list[dict[str, Any]]] = {}
     for part in parts:
         rel = part["files"].get(table)
-        if not rel or not keep(part):
-            continue
+        if rel and keep(part):
+            by_file.setdefault(rel, []).append(part)
+    for rel, sharing in by_file.items():
         try:
-            yield part, str(store_file(store, rel)), ""
+            yield sharing, str(store_file(store, rel)), ""
         except RolloutlabError as e:
-            yield part, None, str(e)
+            yield sharing, None, str(e)
 
 
 def _reason(e: Exception) -> str:

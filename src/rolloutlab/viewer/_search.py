@@ -191,12 +191,13 @@ class Searcher:
         for rid in sorted(runs):
             parts = []
             found = manifest["runs"].get(rid, {}).get("parts", {})  # gone: nothing
-            for part, path, why in table_files(self.view.path, found.values(), "texts", keep):
+            for sharing, path, why in table_files(self.view.path, found.values(), "texts", keep):
                 if path is None:
-                    unreadable[part["files"]["texts"]] = why
+                    unreadable[sharing[0]["files"]["texts"]] = why
                     continue
-                steps = [s for _, s in part.get("steps") or []]
-                parts.append(_Part(path, min(steps) if steps else float("-inf")))
+                steps = [s for part in sharing for _, s in part.get("steps") or []]
+                first = min(steps) if steps and all(part.get("steps") for part in sharing) else float("-inf")
+                parts.append(_Part(path, first))
             out[rid] = sorted(parts, key=lambda p: (p.first, p.file))
         return out
 

@@ -39,6 +39,20 @@ class RunInfo:
     created_at: str | None = None
 
 
+BATCH_PARTS = 128
+"""Parts in one batch of :meth:`Importer.read_batch`, at most."""
+
+
+@dataclass(frozen=True)
+class PartRows:
+    """What one part of a batch gave (:meth:`Importer.read_batch`): rows per table
+    (``trajectories``, ``turns``, ``texts``, ``metrics``) and its ``(split, step)`` pairs."""
+
+    counts: dict[str, int]
+    steps: set[tuple[str, int]]
+    models: list[str] = field(default_factory=list)
+
+
 @dataclass(frozen=True)
 class Part:
     """A unit of incremental ingest.
@@ -142,6 +156,22 @@ class Importer:
         """A hint that :meth:`read` of ``part`` comes next: an importer that parses in
         native code may start on it in the background meanwhile (the default: nothing).
         Whatever goes wrong there is left for :meth:`read` to meet and report."""
+
+    def batchable(self, part: Part) -> bool:
+        """Whether ``part`` may be read together with other parts of its source by
+        :meth:`read_batch`, their rows in one set of files (the default: no).  Only for
+        parts that own their steps (``exclusive_steps``): when one of them is read again,
+        the ingest keeps the others' rows by their steps (docs/store.md § Batches)."""
+        return False
+
+    def read_batch(self, parts: list[Part], sink: PartSink) -> list[PartRows | None]:
+        """Read ``parts`` (each :meth:`batchable`) into the one ``sink``; per part, what
+        it gave, or None when nothing of it was written: :meth:`read` then reads that part
+        alone (and names what is wrong with it).  The default reads none."""
+        return [None] * len(parts)
+
+    def prefetch_batch(self, parts: list[Part]) -> None:
+        """A hint that :meth:`read_batch` of ``parts`` comes next (the default: nothing)."""
 
 
 def detect_files(src: Path, suffix: str, matches: Callable[[Path], bool], *, file_score: int,

@@ -3,11 +3,14 @@
 Gives, row for row, what :meth:`VerlImporter._read_dump` gives line by line (the tests
 ingest the same files both ways and compare every table): the same trajectory ids,
 group and task hashes, reward components in record order, ``extras`` texts, success,
-turn rows and turn texts.  polars parses the file and scans the long texts in one query
-(which input each row has, lengths, the outputs that may hold several turns or Hermes
-tool calls), in the prefetch thread when the file is read ahead; one more query builds
-the ids and the ``extras`` JSON (orjson's escapes, by ``str.replace_many``, only for
-columns that need them), and numpy the numbers, group ranks and reward components.  No
+turn rows and turn texts.  polars parses and checks each file (in the prefetch thread
+when the files are read ahead); then the files of a batch with the same columns are one
+frame (:func:`read_dumps_polars`: one pass, not one per file, whose fixed costs were
+a third of an ingest of 100 small files), whose long texts one query scans (which input
+each row has, lengths, the outputs that may hold several turns or Hermes tool calls);
+one more builds the ids and the ``extras`` JSON (orjson's escapes, by
+``str.replace_many``, only for columns that need them), and numpy the numbers, group
+ranks (within each file, as the line path groups) and reward components.  No
 pyarrow.compute: its import costs a tenth of a second.  Python loops run only over the
 distinct inputs (their blake2b hash) and over the outputs split into turns.
 
@@ -34,6 +37,7 @@ import pyarrow as pa
 from rolloutlab.io._fastpath import rank_in_group
 from rolloutlab.io._ndjson import layout_holds, prefetch, prefetched, read_ndjson
 from rolloutlab.io._sink import PartSink
+from rolloutlab.io.importers._base import PartRows
 from rolloutlab.io.importers._verl_fast import split_outputs, write_rows
 from rolloutlab.schema import TEXTS, TRAJECTORIES, TURNS
 
@@ -45,15 +49,9 @@ _TEXTS_VIEWS = pa.schema([f.with_type(pa.string_view()) if f.name in ("prompt", 
 
 @dataclass(frozen=True)
 class _Parsed:
-    """A step file as polars reads it, checked, with the scans of its long texts."""
+    """A step file as polars reads it, checked: its rows are the line reader's."""
 
     df: pl.DataFrame
-    scan: pl.DataFrame
-    """Per row: ``prompt`` (a number per distinct input), ``first_of_prompt``,
-    ``prompt_chars``, ``response_chars`` and ``may_split``; per short text column ``c``,
-    ``escape c``: whether a value holds a character JSON escapes."""
-    tab: pa.Table
-    """``df`` as Arrow: polars' strings as string views, without a copy."""
 
 
 def _parse(path: Path) -> _Parsed | None:
@@ -69,10 +67,73 @@ def _parse(path: Path) -> _Parsed | None:
         return None  # (the line path would write the environment's last reply over that key)
     if schema["input"] != pl.String or schema["output"] != pl.String or schema["score"] not in _NUMBER:
         return None
-    if "step" in names and schema["step"] != pl.Int64:
+    if "step" in names and (schema["step"] != pl.Int64 or df["step"].min() < 0):  # type: ignore[operator]
+        return None
+    for c in names:  # the other keys: numbers (reward components) or scalars written as JSON
+        if c != "gts" and (c in _CORE or schema[c] in _NUMBER):
+            continue
+        if schema[c] not in _JSON_SCALARS:
+            return None  # nested values, or doubles in gts: their JSON text could differ
+    if "acc" in names and schema["acc"] not in _ACC_TYPES:
+        return None  # a type the line path maps otherwise
+    if any(df.null_count().row(0)):  # a null reads like a missing key
         return None
     if not layout_holds(data, n, names, {c for c in names if schema[c] == pl.String}):
         return None
+    return _Parsed(df)
+
+
+def prefetch_dump(path: Path, ahead: int = 2) -> None:
+    """Parse ``path`` in the background; :func:`read_dumps_polars` of it takes the result
+    (``ahead``: how many parsed files may wait to be taken, see :func:`prefetch`)."""
+    prefetch(path, _parse, ahead=ahead)
+
+
+def read_dump_polars(path: Path, file_step: int, split: str, sink: PartSink) -> bool:
+    """Read a well-formed verl step file into ``sink``; False (nothing written) when
+    polars' result could differ from the line reader's."""
+    return read_dumps_polars([(path, file_step, split)], sink)[0] is not None
+
+
+def read_dumps_polars(files: list[tuple[Path, int, str]], sink: PartSink) -> list[PartRows | None]:
+    """Read well-formed verl step files ``(path, step of its name, split)`` into one
+    ``sink``, in one pass over each run of consecutive files with the same columns and
+    split; per file, what it gave, or None (nothing of it written) when polars' result
+    could differ from the line reader's: that file is for the line reader."""
+    parsed = [prefetched(path, _parse) for path, _, _ in files]
+    out: list[PartRows | None] = [None] * len(files)
+    group: list[int] = []
+
+    def read(group: list[int]) -> None:
+        rows = _read_group([files[g] for g in group], [parsed[g].df for g in group], sink)  # type: ignore[union-attr]
+        for g, r in zip(group, rows, strict=True):
+            out[g] = r
+
+    for i, p in enumerate(parsed):
+        if p is None:
+            continue
+        first = parsed[group[0]] if group else None
+        if first is not None and (p.df.schema != first.df.schema or files[i][2] != files[group[0]][2]):
+            read(group)
+            group = []
+        group.append(i)
+    if group:
+        read(group)
+    return out
+
+
+def _read_group(files: list[tuple[Path, int, str]], dfs: list[pl.DataFrame], sink: PartSink) -> list[PartRows]:
+    """Step files of one split with the same columns, checked by :func:`_parse`, as one
+    frame: their rows written into ``sink``, in file order; what each gave."""
+    split = files[0][2]
+    heights = np.array([d.height for d in dfs], np.int64)
+    df = pl.concat(dfs, rechunk=False) if len(dfs) > 1 else dfs[0]
+    n, names, schema = df.height, df.columns, df.schema
+    which = np.repeat(np.arange(len(dfs)), heights)  # each row's file
+    starts = np.concatenate([[0], np.cumsum(heights)])
+    line = np.arange(n, dtype=np.int64) - starts[which] + 1  # its line in its file
+    steps_np = df["step"].to_numpy() if "step" in names else np.repeat([f[1] for f in files], heights).astype(np.int64)
+
     out = pl.col("output")
     inp = pl.col("input")
     scan = df.select(  # the long texts, scanned once, by polars' threads
@@ -84,29 +145,6 @@ def _parse(path: Path) -> _Parsed | None:
         **{f"escape {c}": pl.col(c).str.contains(_NEEDS_ESCAPE).any()
            for c in names if schema[c] == pl.String and c not in ("input", "output")},
     )
-    tab = df.to_arrow(compat_level=pl.CompatLevel.newest())
-    if any(c.null_count for c in tab.columns):  # a null reads like a missing key
-        return None
-    return _Parsed(df, scan, tab)
-
-
-def prefetch_dump(path: Path) -> None:
-    """Parse ``path`` in the background; :func:`read_dump_polars` of it takes the result."""
-    prefetch(path, _parse)
-
-
-def read_dump_polars(path: Path, file_step: int, split: str, sink: PartSink) -> bool:
-    """Read a well-formed verl step file into ``sink``; False (nothing written) when
-    polars' result could differ from the line reader's."""
-
-    parsed = prefetched(path, _parse)
-    if parsed is None:
-        return False
-    df, scan, tab = parsed.df, parsed.scan, parsed.tab
-    n, names, schema = df.height, df.columns, df.schema
-    steps_np = df["step"].to_numpy() if "step" in names else np.full(n, file_step, np.int64)
-    if steps_np.min() < 0:
-        return False
 
     # The text/number split of the other keys, as the line path does per record
     # (polars reads no NaN nor infinity: the numbers are finite).
@@ -121,42 +159,38 @@ def read_dump_polars(path: Path, file_step: int, split: str, sink: PartSink) -> 
             comp_names.append(c)
             comp_cols.append(df[c].to_numpy().astype(np.float64))
             continue
-        text = _json_value(c, schema[c], escape=bool(scan[f"escape {c}"][0]) if schema[c] == pl.String else False)
-        if text is None:
-            return False
         extra_names.append(c)
-        extra_texts.append(text)
+        extra_texts.append(_json_value(c, schema[c], escape=schema[c] == pl.String and bool(scan[f"escape {c}"][0])))
     success = _success(df["acc"] if "acc" in names else None, n)
-    if success is None:
-        return False
     data_source = _plain(df["data_source"]) if schema.get("data_source") == pl.String else pa.nulls(n, pa.string())
 
-    # Groups: one step's trajectories with the same input (the line path: the same
-    # group_id); the task is the input's hash, computed once per distinct input.
+    # Groups: one step's trajectories of one file with the same input (the line path: the
+    # same group_id); the task is the input's hash, computed once per distinct input.
     prompt = scan["prompt"].to_numpy()
     firsts = np.flatnonzero(scan["first_of_prompt"].to_numpy())
     digest_of = np.empty(len(firsts), object)
-    inputs = df["input"].to_list()
-    digest_of[prompt[firsts]] = [_task_hash(inputs[i]) for i in firsts.tolist()]
+    inputs = df["input"].gather(firsts).to_list()
+    digest_of[prompt[firsts]] = [_task_hash(x) for x in inputs]
     # grouped by digest, as the line path groups by group_id (two inputs of one hash: one group)
     _, codes = np.unique(digest_of, return_inverse=True)
-    sample_idx = rank_in_group(steps_np, codes[prompt])
-    step = (pl.col("step") if "step" in names else pl.lit(file_step, pl.Int64)).cast(pl.String)
+    sample_idx = rank_in_group(which, steps_np, codes[prompt])
+    step = pl.lit(pl.Series(steps_np)).cast(pl.String)
     task_id = pl.lit(pl.Series(digest_of.tolist(), dtype=pl.String)).gather(pl.lit(scan["prompt"]))
     ids = df.select(
         task_id=task_id,
         group_id=pl.concat_str(step, pl.lit(":"), task_id),
-        traj_id=pl.concat_str(pl.lit(f"{split}/"), step, pl.lit("/"), pl.int_range(1, pl.len() + 1).cast(pl.String)),
+        traj_id=pl.concat_str(pl.lit(f"{split}/"), step, pl.lit("/"), pl.lit(pl.Series(line)).cast(pl.String)),
         extras=_json_object(extra_names, extra_texts),
     )
     traj_id = _plain(ids["traj_id"])
     extras = _plain(ids["extras"])
 
     # Turns: only outputs that may hold several turns or tool calls are split (in Python).
-    response = tab["output"]
-    num_turns, tool_calls, invalid, split_rows, extras = split_outputs(
-        n, np.flatnonzero(scan["may_split"].to_numpy()).tolist(), lambda i: response[i].as_py(), extras)
+    candidates = np.flatnonzero(scan["may_split"].to_numpy())
+    texts_of = dict(zip(candidates.tolist(), df["output"].gather(candidates).to_list(), strict=True))
+    num_turns, tool_calls, invalid, split_rows, extras = split_outputs(n, texts_of, texts_of.__getitem__, extras)
 
+    tab = df.select("input", "output").to_arrow(compat_level=pl.CompatLevel.newest())
     run = pa.repeat(pa.scalar(sink.run_id, pa.string()), n)
     splits = pa.repeat(pa.scalar(split, pa.string()), n)
     steps = pa.array(steps_np, pa.int64())
@@ -178,7 +212,7 @@ def read_dump_polars(path: Path, file_step: int, split: str, sink: PartSink) -> 
     # action is the response, stored once); multi-turn rows through the sink, as the line
     # path writes them.
     texts = pa.Table.from_arrays([
-        run, splits, steps, traj_id, pa.repeat(pa.scalar(-1, pa.int64()), n), tab["input"], response, nulls_s,
+        run, splits, steps, traj_id, pa.repeat(pa.scalar(-1, pa.int64()), n), tab["input"], tab["output"], nulls_s,
         extras, *[nulls_s] * (len(TEXTS) - 9),
     ], schema=_TEXTS_VIEWS)
     one = np.ones(n, bool)
@@ -195,8 +229,18 @@ def read_dump_polars(path: Path, file_step: int, split: str, sink: PartSink) -> 
 
     write_rows(sink, split, traj, texts, turns, texts0, split_rows, steps_np,
                ids["traj_id"].to_list() if split_rows else [])
-    # sink.traj_ids (its duplicate check) is left alone: this part is this file alone.
-    return True
+    # sink.traj_ids (its duplicate check) is left alone: each file's ids are its own.
+
+    turn_rows = one.astype(np.int64)  # per trajectory: its turn rows
+    for i, ts in split_rows.items():
+        turn_rows[i] = len(ts)
+    got = []
+    for f in range(len(dfs)):
+        a, b = int(starts[f]), int(starts[f + 1])
+        t = int(turn_rows[a:b].sum())
+        got.append(PartRows(counts={"trajectories": b - a, "turns": t, "texts": b - a + t, "metrics": 0},
+                            steps={(split, int(s)) for s in np.unique(steps_np[a:b])}))
+    return got
 
 
 def _task_hash(prompt: str) -> str:
@@ -220,17 +264,18 @@ _ESCAPES = [orjson.dumps(c).decode()[1:-1] for c in _ESCAPED]
 """How orjson writes each of them (``\\n``, ``\\u001f``...)."""
 
 
-def _json_value(name: str, dtype: pl.DataType, *, escape: bool) -> pl.Expr | None:
-    """Each value of a null-free scalar column as orjson writes it (``escape``: some
-    value of the text column holds a character to escape); None for a type whose text
-    could differ (doubles: the shortest round-trip forms of the two differ) or that is
-    not a scalar."""
+_JSON_SCALARS = (pl.String, pl.Boolean, pl.Int64)
+"""The types of extras whose JSON text polars writes as orjson does (doubles: the
+shortest round-trip forms of the two differ; nested values are refused)."""
+
+
+def _json_value(name: str, dtype: pl.DataType, *, escape: bool) -> pl.Expr:
+    """Each value of a null-free column of one of :data:`_JSON_SCALARS` as orjson writes
+    it (``escape``: some value of the text column holds a character to escape)."""
     if dtype == pl.String:
         col = pl.col(name).str.replace_many(_ESCAPED, _ESCAPES) if escape else pl.col(name)
         return pl.concat_str(pl.lit('"'), col, pl.lit('"'))
-    if dtype == pl.Boolean or dtype == pl.Int64:
-        return pl.col(name).cast(pl.String)  # true / false, and decimal digits, as JSON writes them
-    return None
+    return pl.col(name).cast(pl.String)  # true / false, and decimal digits, as JSON writes them
 
 
 def _json_object(names: list[str], values: list[pl.Expr]) -> pl.Expr:
@@ -243,14 +288,16 @@ def _json_object(names: list[str], values: list[pl.Expr]) -> pl.Expr:
     return pl.concat_str(*parts, pl.lit("}"))
 
 
-def _success(acc: pl.Series | None, n: int) -> pa.Array | None:
-    """``acc`` as the line path reads it: a boolean, or 0 / 1; anything else unknown.
-    None for a type the line path maps otherwise."""
+_ACC_TYPES = (pl.String, pl.Boolean, *_NUMBER)
+"""The types of ``acc`` the line path maps as :func:`_success` does."""
+
+
+def _success(acc: pl.Series | None, n: int) -> pa.Array:
+    """``acc`` (one of :data:`_ACC_TYPES`) as the line path reads it: a boolean, or 0 / 1;
+    anything else unknown."""
     if acc is None or acc.dtype == pl.String:
         return pa.nulls(n, pa.bool_())
     if acc.dtype == pl.Boolean:
         return acc.to_arrow()
-    if acc.dtype in _NUMBER:
-        a = acc.to_numpy()
-        return pa.array(a == 1, mask=(a != 1) & (a != 0))
-    return None
+    a = acc.to_numpy()
+    return pa.array(a == 1, mask=(a != 1) & (a != 0))

@@ -52,8 +52,10 @@ from rolloutlab.io._files import first_record, logical_name, open_binary, read_b
 from rolloutlab.io._ndjson import polars_module
 from rolloutlab.io._sink import PartSink, TurnData
 from rolloutlab.io.importers._base import (
+    BATCH_PARTS,
     Importer,
     Part,
+    PartRows,
     ReadContext,
     RunInfo,
     default_name,
@@ -154,6 +156,28 @@ class VerlImporter(Importer):
             from rolloutlab.io.importers._verl_polars import prefetch_dump
 
             prefetch_dump(path)
+
+    def batchable(self, part: Part) -> bool:
+        """verl's step files, when polars reads them (:mod:`._verl_polars`)."""
+        return (len(part.paths) == 1 and part.exclusive_steps and _STEP_FILE.match(logical_name(part.paths[0])) is not None
+                and polars_module() is not None)
+
+    def prefetch_batch(self, parts: list[Part]) -> None:
+        from rolloutlab.io.importers._verl_polars import prefetch_dump
+
+        for part in parts:
+            prefetch_dump(part.paths[0], ahead=2 * BATCH_PARTS)  # this batch, and the one being read
+
+    def read_batch(self, parts: list[Part], sink: PartSink) -> list[PartRows | None]:
+        from rolloutlab.io.importers._verl_polars import read_dumps_polars
+
+        files = []
+        for part in parts:
+            path = part.paths[0]
+            m = _STEP_FILE.match(logical_name(path))
+            assert m is not None  # batchable
+            files.append((path, int(m.group(1)), part.key.split("/")[0] if "/" in part.key else self._split_of(path.parent)))
+        return list(read_dumps_polars(files, sink))
 
     def read(self, part: Part, sink: PartSink, ctx: ReadContext) -> None:
         path = part.paths[0]

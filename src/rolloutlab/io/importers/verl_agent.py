@@ -268,6 +268,10 @@ class VerlAgentImporter(VerlImporter):
         """Nothing to start ahead: verl-agent's step files are read line by line (verl's
         prefetch parses a step file for verl's own columns)."""
 
+    def batchable(self, part: Part) -> bool:
+        """None: verl-agent's step files are read line by line."""
+        return False
+
     def read(self, part: Part, sink: PartSink, ctx: ReadContext) -> None:
         path = part.paths[0]
         m = _STEP_FILE.match(logical_name(path))
