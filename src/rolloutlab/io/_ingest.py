@@ -461,36 +461,58 @@ def _read_parts(importer: Importer, todo: list[tuple[str, str, Part, str]], run_
 
 
 BATCH_BYTES = 64 << 20
-"""Input read in one pass into one set of files, at most (:meth:`Importer.read_batch`)."""
-FIRST_BATCH_BYTES = 8 << 20
-"""The first batch's input, at most: nothing is written until it is parsed."""
+"""Input read in one pass into one set of files, about (:meth:`Importer.read_batch`)."""
+EDGE_BATCH_BYTES = 8 << 20
+"""The first and the last batch's input, at most (see :func:`_batches`)."""
 
 
 def _batches(importer: Importer, todo: list[tuple[str, str, Part, str]]) -> list[list[tuple[str, str, Part, str]]]:
     """``todo`` in runs of consecutive batchable parts (up to :data:`BATCH_BYTES` of input
-    and :data:`BATCH_PARTS` parts each); every other part alone."""
+    and :data:`BATCH_PARTS` parts each); every other part alone.  A run's first and last
+    batches are small (:data:`EDGE_BATCH_BYTES`): nothing is written until the first is
+    parsed, and the last one's writing is what is left when the reading is done."""
     out: list[list[tuple[str, str, Part, str]]] = []
-    run: list[tuple[str, str, Part, str]] = []
-    size = 0
-    limit = FIRST_BATCH_BYTES  # then BATCH_BYTES: the first batch is small, so that writing starts early
+    run: list[tuple[tuple[str, str, Part, str], int]] = []  # consecutive batchable parts, with their size
+
+    def cut() -> None:
+        sizes = [n for _, n in run]
+        if sum(sizes) <= 2 * EDGE_BATCH_BYTES and len(run) <= BATCH_PARTS:  # too little to overlap
+            out.append([item for item, _ in run])
+            run.clear()
+            return
+        head = 1  # the first batch: what fits in EDGE_BATCH_BYTES (one part at least)
+        while head < len(run) and sum(sizes[: head + 1]) <= EDGE_BATCH_BYTES:
+            head += 1
+        tail = len(run)  # where the last batch starts, likewise from the end
+        while tail > head + 1 and sum(sizes[tail - 1 :]) <= EDGE_BATCH_BYTES:
+            tail -= 1
+        out.append([item for item, _ in run[:head]])
+        middle = run[head:tail]  # in k batches of about equal size (BATCH_BYTES, BATCH_PARTS at most)
+        total = sum(sizes[head:tail])
+        k = max(1, -(-total // BATCH_BYTES), -(-len(middle) // BATCH_PARTS))
+        batches: list[list[tuple[str, str, Part, str]]] = [[] for _ in range(k)]
+        done = 0
+        for item, n in middle:  # each part where the middle of its bytes falls
+            batches[min(k - 1, int((done + n / 2) * k / max(total, 1)))].append(item)
+            done += n
+        out.extend(b for b in batches if b)
+        if tail < len(run):
+            out.append([item for item, _ in run[tail:]])
+        run.clear()
+
     for item in todo:
         if not importer.batchable(item[2]):
             if run:
-                out.append(run)
-                run, size = [], 0
+                cut()
             out.append([item])
             continue
         n = 0
         for p in item[2].paths:
             with contextlib.suppress(OSError):  # gone: read alone, which says so
                 n += p.stat().st_size
-        if run and (size + n > limit or len(run) >= BATCH_PARTS):
-            out.append(run)
-            run, size, limit = [], 0, BATCH_BYTES
-        run.append(item)
-        size += n
+        run.append((item, n))
     if run:
-        out.append(run)
+        cut()
     return out
 
 

@@ -56,7 +56,7 @@ class _Parsed:
 
 def _parse(path: Path) -> _Parsed | None:
     """Parse and check a step file; None when polars' result could differ from the line
-    reader's or the file is not a dump this path reads.  Runs in the prefetch thread when
+    reader's or the file is not a dump this path reads.  Runs in the prefetch threads when
     the file is read ahead (polars and numpy leave the GIL to the reading thread)."""
     got = read_ndjson(path)
     if got is None:
@@ -67,6 +67,8 @@ def _parse(path: Path) -> _Parsed | None:
         return None  # (the line path would write the environment's last reply over that key)
     if schema["input"] != pl.String or schema["output"] != pl.String or schema["score"] not in _NUMBER:
         return None
+    if any(df.null_count().row(0)):  # a null reads like a missing key
+        return None
     if "step" in names and (schema["step"] != pl.Int64 or df["step"].min() < 0):  # type: ignore[operator]
         return None
     for c in names:  # the other keys: numbers (reward components) or scalars written as JSON
@@ -76,8 +78,6 @@ def _parse(path: Path) -> _Parsed | None:
             return None  # nested values, or doubles in gts: their JSON text could differ
     if "acc" in names and schema["acc"] not in _ACC_TYPES:
         return None  # a type the line path maps otherwise
-    if any(df.null_count().row(0)):  # a null reads like a missing key
-        return None
     if not layout_holds(data, n, names, {c for c in names if schema[c] == pl.String}):
         return None
     return _Parsed(df)
@@ -169,17 +169,17 @@ def _read_group(files: list[tuple[Path, int, str]], dfs: list[pl.DataFrame], sin
     prompt = scan["prompt"].to_numpy()
     firsts = np.flatnonzero(scan["first_of_prompt"].to_numpy())
     digest_of = np.empty(len(firsts), object)
-    inputs = df["input"].gather(firsts).to_list()
+    inputs = df["input"].gather(firsts.tolist()).to_list()
     digest_of[prompt[firsts]] = [_task_hash(x) for x in inputs]
     # grouped by digest, as the line path groups by group_id (two inputs of one hash: one group)
     _, codes = np.unique(digest_of, return_inverse=True)
     sample_idx = rank_in_group(which, steps_np, codes[prompt])
-    step = pl.lit(pl.Series(steps_np)).cast(pl.String)
+    step = pl.lit(_series(steps_np)).cast(pl.String)
     task_id = pl.lit(pl.Series(digest_of.tolist(), dtype=pl.String)).gather(pl.lit(scan["prompt"]))
     ids = df.select(
         task_id=task_id,
         group_id=pl.concat_str(step, pl.lit(":"), task_id),
-        traj_id=pl.concat_str(pl.lit(f"{split}/"), step, pl.lit("/"), pl.lit(pl.Series(line)).cast(pl.String)),
+        traj_id=pl.concat_str(pl.lit(f"{split}/"), step, pl.lit("/"), pl.lit(_series(line)).cast(pl.String)),
         extras=_json_object(extra_names, extra_texts),
     )
     traj_id = _plain(ids["traj_id"])
@@ -187,7 +187,7 @@ def _read_group(files: list[tuple[Path, int, str]], dfs: list[pl.DataFrame], sin
 
     # Turns: only outputs that may hold several turns or tool calls are split (in Python).
     candidates = np.flatnonzero(scan["may_split"].to_numpy())
-    texts_of = dict(zip(candidates.tolist(), df["output"].gather(candidates).to_list(), strict=True))
+    texts_of = dict(zip(candidates.tolist(), df["output"].gather(candidates.tolist()).to_list(), strict=True))
     num_turns, tool_calls, invalid, split_rows, extras = split_outputs(n, texts_of, texts_of.__getitem__, extras)
 
     tab = df.select("input", "output").to_arrow(compat_level=pl.CompatLevel.newest())
@@ -218,7 +218,7 @@ def _read_group(files: list[tuple[Path, int, str]], dfs: list[pl.DataFrame], sin
     one = np.ones(n, bool)
     one[list(split_rows)] = False
     k1 = int(one.sum())
-    ids1 = traj_id if k1 == n else _plain(ids["traj_id"].filter(pl.Series(one)))
+    ids1 = traj_id if k1 == n else _plain(ids["traj_id"].filter(_series(one)))
     run1, splits1, steps1 = run[:k1], splits[:k1], pa.array(steps_np[one], pa.int64())
     zeros = pa.repeat(pa.scalar(0, pa.int64()), k1)
     one_f, one_b, one_i = pa.nulls(k1, pa.float64()), pa.nulls(k1, pa.bool_()), pa.nulls(k1, pa.int64())
@@ -241,6 +241,12 @@ def _read_group(files: list[tuple[Path, int, str]], dfs: list[pl.DataFrame], sin
         got.append(PartRows(counts={"trajectories": b - a, "turns": t, "texts": b - a + t, "metrics": 0},
                             steps={(split, int(s)) for s in np.unique(steps_np[a:b])}))
     return got
+
+
+def _series(values: np.ndarray) -> pl.Series:
+    """A numpy column as polars, through Arrow (zero-copy; polars' own conversion from
+    numpy imports ``numpy.ma``, a thirtieth of a second at start)."""
+    return pl.Series(pa.array(values))
 
 
 def _task_hash(prompt: str) -> str:
