@@ -185,7 +185,8 @@ class PartSink:
         """Set up and used in the writer thread only."""
         self._outs: dict[str, pa.NativeFile] = {}
         """Each table's file, created as its first rows are handed over."""
-        self._pending: list[Future[None]] = []
+        self._pending: list[tuple[str, Future[None]]] = []
+        """Writes handed to the writer threads and not yet seen done: (table, future)."""
         self.files: dict[str, str] = {}
 
     # -- trajectories --------------------------------------------------------------
@@ -534,7 +535,7 @@ class PartSink:
                 out = pa.OSFile(str(self.out_dir / rel), "wb")
             self._outs[table] = out
             self.files[table] = rel
-        self._pending.append(_writer_pool().submit(self._write_batch, self._writers, table, out, batch))
+        self._pending.append((table, _writer_pool(table).submit(self._write_batch, self._writers, table, out, batch)))
 
     @staticmethod
     def _write_batch(writers: dict[str, pq.ParquetWriter], table: str, out: pa.NativeFile, batch: pa.Table) -> None:
@@ -555,41 +556,45 @@ class PartSink:
 
     def _check_pending(self, *, wait: bool = False) -> None:
         keep = []
-        for f in self._pending:
+        for table, f in self._pending:
             if wait or f.done():
                 f.result()  # re-raises a write error here, in the reading thread
             else:
-                keep.append(f)
+                keep.append((table, f))
         self._pending = keep
 
     def close(self, *, wait: bool = True) -> Future[None] | None:
         """Write what is buffered and close the files.
 
-        ``wait=False`` leaves the last writes and the closing to the writer thread and
-        returns its future, so that the caller reads the next part meanwhile; the files
+        ``wait=False`` leaves the last writes and the closing to the writer threads and
+        returns a future, so that the caller reads the next part meanwhile; the files
         are complete (and a write error is raised) once ``future.result()`` returns."""
         self.flush()
         writers, outs, pending = self._writers, self._outs, self._pending  # the writes pending fill `writers`
         self._writers, self._outs, self._pending = {}, {}, []
 
-        def finish() -> None:  # runs after the pending writes (one writer thread, in order)
+        def finish(tables: list[str]) -> None:  # in a writer thread, after its pending writes (in order)
             try:
-                for f in pending:
-                    f.result()
+                for table, f in pending:
+                    if table in tables:
+                        f.result()
             finally:
-                for w in writers.values():
-                    w.close()
-                for out in outs.values():
-                    out.close()
+                for table in tables:
+                    if table in writers:
+                        writers[table].close()
+                    outs[table].close()
 
-        closing = _writer_pool().submit(finish)
+        by_pool: dict[ThreadPoolExecutor, list[str]] = {}
+        for table in outs:
+            by_pool.setdefault(_writer_pool(table), []).append(table)
+        closing = _all_of([pool.submit(finish, tables) for pool, tables in by_pool.items()])
         if wait:
             closing.result()
             return None
         return closing
 
     def abort(self) -> None:
-        for f in self._pending:
+        for _, f in self._pending:
             with contextlib.suppress(Exception):
                 f.result()
         self._pending = []
@@ -623,18 +628,42 @@ _DICT: dict[str, bool | list[str]] = {
     "metrics": True,
     "texts": ["run_id", "split", "step", "turn_idx"],
 }
-_POOL: ThreadPoolExecutor | None = None
+_POOLS: dict[bool, ThreadPoolExecutor] = {}
 
 
-def _writer_pool() -> ThreadPoolExecutor:
-    global _POOL
-    if _POOL is None:
-        _POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rolloutlab-parquet")
-    return _POOL
+def _writer_pool(table: str) -> ThreadPoolExecutor:
+    """The writer thread of ``table``'s files: one for the texts (most of the bytes), one
+    for the other tables; each writes its files' batches in order."""
+    texts = table == "texts"
+    pool = _POOLS.get(texts)
+    if pool is None:
+        pool = _POOLS[texts] = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rolloutlab-parquet")
+    return pool
+
+
+def _all_of(futures: list[Future[None]]) -> Future[None]:
+    """A future done when all of ``futures`` are, with the first one's error."""
+    out: Future[None] = Future()
+    left = [len(futures)]
+
+    def one_done(_: Future[None]) -> None:
+        left[0] -= 1
+        if left[0] == 0:
+            err = next((e for e in (f.exception() for f in futures) if e is not None), None)
+            if err is not None:
+                out.set_exception(err)
+            else:
+                out.set_result(None)
+
+    if not futures:
+        out.set_result(None)
+    for f in futures:
+        f.add_done_callback(one_done)
+    return out
 
 
 def drain_writes() -> None:
-    """Wait until the writer thread has done every write handed to it so far (its
+    """Wait until the writer threads have done every write handed to them so far (their
     errors are the parts' to report)."""
-    if _POOL is not None:
-        _POOL.submit(lambda: None).result()
+    for pool in list(_POOLS.values()):
+        pool.submit(lambda: None).result()
