@@ -249,6 +249,24 @@ def test_ingest_command_loads_neither_pandas_nor_duckdb(tmp_path: Path) -> None:
     assert rolloutlab.open_store(tmp_path / "st").sql("SELECT count(*) FROM trajectories").fetchall() == [(32,)]
 
 
+def test_the_ingest_process_ends_quickly_with_everything_written(tmp_path: Path) -> None:
+    """The ingest command ends its process without interpreter teardown
+    (rolloutlab.cli._QUICK_EXIT): its output is complete, its status the command's, and
+    nothing is left behind — the store committed, no staging folder, the lock released."""
+    dump = make_verl_dump(tmp_path / "dump", steps=3, trajs=64)
+    store = tmp_path / "st"
+    cmd = [sys.executable, "-m", "rolloutlab", "ingest", str(dump), "--store", str(store)]
+    done = subprocess.run([*cmd, "--json"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["sources"][0]["counts"]["trajectories"] == 3 * 64  # all of it, flushed
+    assert rolloutlab.open_store(store).sql("SELECT count(*) FROM trajectories").fetchall() == [(3 * 64,)]
+    assert not (store / "_staging").exists() and (store / ".lock").read_text() == ""
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=300)  # unchanged, in words
+    assert again.returncode == 0 and "0 parts read, 3 unchanged" in again.stderr
+    bad = subprocess.run([*cmd[:4], str(tmp_path / "nothing"), *cmd[5:]], capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 1 and "no such file or folder" in bad.stderr
+
+
 def test_rows_containing_matches_python_in() -> None:
     import random
 
