@@ -38,7 +38,7 @@ from rolloutlab.io._sink import PartSink, drain_writes, storable
 from rolloutlab.io._store import Store, damaged_files, slug
 from rolloutlab.io.importers import REGISTRY, Importer, Part, ReadContext, RunInfo, detect_format
 from rolloutlab.io.importers._base import BATCH_PARTS
-from rolloutlab.schema import FORMAT_VERSION, REJECTS
+from rolloutlab.schema import FORMAT_VERSION, REJECTS, TABLES
 
 
 @dataclass
@@ -591,7 +591,7 @@ def _copy_steps(st: Store, files: dict[str, str], steps: list[tuple[str, int]], 
         for table, rel in files.items():
             rows = pq.read_table(store_file(st.path, rel))
             key = pc.binary_join_element_wise(rows["split"], pc.cast(rows["step"], pa.string()), "/")
-            sink.add_arrow(table, rows.filter(pc.is_in(key, value_set=wanted)).cast(sink._schemas[table]))
+            sink.add_arrow(table, rows.filter(pc.is_in(key, value_set=wanted)).cast(TABLES[table]))
         sink.close(wait=True)
     except BaseException:
         sink.abort()
