@@ -154,3 +154,50 @@ def test_ingest_alone_rereads_a_batch_whose_file_is_gone(batched: tuple[Path, Pa
     rep = rolloutlab.ingest([src], store, name="r").sources[0]
     assert rep.parts_read == len(STEPS) and any("missing or damaged" in w for w in rep.warnings)
     assert _tables(store) == before and check_store(store).healthy
+
+
+@pytest.mark.parametrize("ahead", [1, 10**6])
+def test_a_slow_disk_holds_few_batches_in_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ahead: int) -> None:
+    """Before reading the next batch, ingest waits until at most WRITES_AHEAD batches wait
+    for the writer threads: with a slow disk, a large dump's rows would pile up in memory
+    (10**6: no bound, to show that the count below can exceed it)."""
+    import threading
+    import time
+
+    from rolloutlab.io import _ingest, _sink
+
+    src = write_verl(tmp_path / "src", {s: [[1, 0, 0, 1]] * 8 for s in range(1, 25)})
+    monkeypatch.setattr(_ingest, "WRITES_AHEAD", ahead)
+    monkeypatch.setattr(_ingest, "EDGE_BATCH_BYTES", 1)  # 24 files: a batch each
+    monkeypatch.setattr(_ingest, "BATCH_BYTES", 1)
+    queued, most, total, lock = [0], [0], [0], threading.Lock()
+    real = _sink._writer_pool
+
+    class Slow:
+        def __init__(self, pool: Any) -> None:
+            self.pool = pool
+
+        def submit(self, fn: Any, *args: Any) -> Any:
+            with lock:
+                queued[0] += 1
+                total[0] += 1
+                most[0] = max(most[0], queued[0])
+
+            def run() -> Any:
+                time.sleep(0.02)
+                try:
+                    return fn(*args)
+                finally:
+                    with lock:
+                        queued[0] -= 1
+
+            return self.pool.submit(run)
+
+    monkeypatch.setattr(_sink, "_writer_pool", lambda table: Slow(real(table)))
+    rep = rolloutlab.ingest([src], tmp_path / "s", name="r").sources[0]
+    assert rep.parts_read == 24 and len(open_store(tmp_path / "s").files("trajectories")) == 24
+    per_batch = total[0] / 24  # the writes of a batch's tables, and the closings by the two writer threads
+    if ahead == 1:  # the batch being read, and the one before it
+        assert most[0] <= (ahead + 1) * per_batch
+    else:
+        assert most[0] > 4 * per_batch

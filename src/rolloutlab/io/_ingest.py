@@ -13,7 +13,8 @@ import hashlib
 import os
 import uuid
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -430,7 +431,10 @@ def _read_parts(importer: Importer, todo: list[tuple[str, str, Part, str]], run_
         jobs = min(os.cpu_count() or 1, 4) if size >= PARALLEL_MIN_BYTES and len(todo) > 1 else 1
     if jobs <= 1:
         batches = _batches(importer, todo)
+        writing: deque[Future[None]] = deque()  # the closings of the files being written, oldest first
         for i, batch in enumerate(batches):
+            while len(writing) > WRITES_AHEAD:  # memory: rows handed to the writer threads, not yet written
+                writing.popleft().result()
             # parsed in the background while this batch is read and written (the first
             # batch, small, too: the prefetch threads parse it while this one waits)
             for ahead in batches[i + 1 : i + 2] if i else batches[:2]:
@@ -441,9 +445,15 @@ def _read_parts(importer: Importer, todo: list[tuple[str, str, Part, str]], run_
                     importer.prefetch(parts[0])
             if len(batch) == 1 and not importer.batchable(batch[0][2]):
                 uid, fp, part, stem = batch[0]
-                yield uid, fp, part, _read_one(importer, part, run_id, staging, stem, on_error, wait=False)
+                results: Iterable[tuple[str, str, Part, _PartResult]] = [
+                    (uid, fp, part, _read_one(importer, part, run_id, staging, stem, on_error, wait=False))]
             else:
-                yield from _read_batch(importer, batch, run_id, staging, on_error)
+                results = _read_batch(importer, batch, run_id, staging, on_error)
+            for item in results:
+                closing = item[3].closing
+                if closing is not None and not (writing and writing[-1] is closing):
+                    writing.append(closing)
+                yield item
         return
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
@@ -460,6 +470,9 @@ def _read_parts(importer: Importer, todo: list[tuple[str, str, Part, str]], run_
             raise
 
 
+WRITES_AHEAD = 2
+"""Parts or batches whose rows wait for the writer threads, at most, before the next is read
+(with a slow disk, the rows of a large dump would otherwise pile up in memory)."""
 BATCH_BYTES = 64 << 20
 """Input read in one pass into one set of files, about (:meth:`Importer.read_batch`)."""
 EDGE_BATCH_BYTES = 8 << 20
