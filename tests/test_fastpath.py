@@ -478,3 +478,29 @@ def test_random_dumps_same_both_paths(tmp_path: Path, monkeypatch: pytest.Monkey
         _assert_same(d.parent, fast, slow)
         taken += accepted
     assert taken >= 6  # the native reader read the well-formed ones
+
+
+def test_a_file_the_batch_refuses_is_not_parsed_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A step file polars must not read (here a blank line) is left by the batch reader to
+    the line reader, without a second polars parse on the way."""
+    pytest.importorskip("polars")
+    from collections import Counter
+
+    from rolloutlab.io.importers import _verl_polars
+
+    d = tmp_path / "d"
+    d.mkdir()
+    for step in (1, 2, 3):
+        body = b"".join(_line(input=f"p{i % 2}", output="o", score=i % 2, step=step) + b"\n" for i in range(4))
+        (d / f"{step}.jsonl").write_bytes(body.replace(b"\n", b"\n\n", 1) if step == 2 else body)
+    calls: Counter[str] = Counter()
+    real = _verl_polars._parse
+
+    def counted(path: Path) -> Any:
+        calls[path.name] += 1
+        return real(path)
+
+    monkeypatch.setattr(_verl_polars, "_parse", counted)
+    rep = rolloutlab.ingest([d], tmp_path / "s").sources[0]
+    assert rep.parts_read == 3 and rep.counts["trajectories"] == 12
+    assert calls == Counter({"1.jsonl": 1, "2.jsonl": 1, "3.jsonl": 1})

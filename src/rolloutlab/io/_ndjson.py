@@ -186,6 +186,17 @@ def prefetch(path: Path, load: Callable[[Path], T], *, ahead: int = 2) -> None:
     _AHEAD[ident] = (load, _POOL.submit(load, path))
 
 
+def remember(path: Path, load: Callable[[Path], T], result: T) -> None:
+    """Keep ``result`` as ``load(path)``'s for the next :func:`prefetched` of this file
+    (unchanged since): a batch reader that refused a file hands it to a reader of one
+    file, which would otherwise parse it again."""
+    ident = _identity(path)
+    if ident is not None:
+        done: Future[T] = Future()
+        done.set_result(result)
+        _AHEAD[ident] = (load, done)
+
+
 def prefetched(path: Path, load: Callable[[Path], T]) -> T:
     """``load(path)``: the result :func:`prefetch` started, when it started for this same
     load of this file, unchanged since (inode, size, modification time); else loaded now."""

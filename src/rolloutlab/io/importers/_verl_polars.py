@@ -26,7 +26,6 @@ values, or doubles in ``gts``); ``acc`` of a type the line path does not map; a 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +34,7 @@ import polars as pl
 import pyarrow as pa
 
 from rolloutlab.io._fastpath import rank_in_group
-from rolloutlab.io._ndjson import layout_holds, prefetch, prefetched, read_ndjson
+from rolloutlab.io._ndjson import layout_holds, prefetch, prefetched, read_ndjson, remember
 from rolloutlab.io._sink import PartSink
 from rolloutlab.io.importers._base import PartRows
 from rolloutlab.io.importers._verl_fast import split_outputs, write_rows
@@ -47,15 +46,8 @@ _TEXTS_VIEWS = pa.schema([f.with_type(pa.string_view()) if f.name in ("prompt", 
 """The texts table with the prompt and response as polars holds them."""
 
 
-@dataclass(frozen=True)
-class _Parsed:
-    """A step file as polars reads it, checked: its rows are the line reader's."""
-
-    df: pl.DataFrame
-
-
-def _parse(path: Path) -> _Parsed | None:
-    """Parse and check a step file; None when polars' result could differ from the line
+def _parse(path: Path) -> pl.DataFrame | None:
+    """A step file as polars reads it, checked to be the line reader's rows; None when polars' result could differ from the line
     reader's or the file is not a dump this path reads.  Runs in the prefetch threads when
     the file is read ahead (polars and numpy leave the GIL to the reading thread)."""
     got = read_ndjson(path)
@@ -80,7 +72,7 @@ def _parse(path: Path) -> _Parsed | None:
         return None  # a type the line path maps otherwise
     if not layout_holds(data, n, names, {c for c in names if schema[c] == pl.String}):
         return None
-    return _Parsed(df)
+    return df
 
 
 def prefetch_dump(path: Path, ahead: int = 2) -> None:
@@ -105,15 +97,17 @@ def read_dumps_polars(files: list[tuple[Path, int, str]], sink: PartSink) -> lis
     group: list[int] = []
 
     def read(group: list[int]) -> None:
-        rows = _read_group([files[g] for g in group], [parsed[g].df for g in group], sink)  # type: ignore[union-attr]
+        frames = [parsed[g] for g in group]
+        rows = _read_group([files[g] for g in group], frames, sink)  # type: ignore[arg-type]
         for g, r in zip(group, rows, strict=True):
             out[g] = r
 
-    for i, p in enumerate(parsed):
-        if p is None:
+    for i, df in enumerate(parsed):
+        if df is None:
+            remember(files[i][0], _parse, None)  # read alone next: not parsed again
             continue
         first = parsed[group[0]] if group else None
-        if first is not None and (p.df.schema != first.df.schema or files[i][2] != files[group[0]][2]):
+        if first is not None and (df.schema != first.schema or files[i][2] != files[group[0]][2]):
             read(group)
             group = []
         group.append(i)
