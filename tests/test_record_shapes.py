@@ -27,7 +27,7 @@ from pydantic import BaseModel
 
 from rolloutlab.io._sink import PartSink, TurnData, anchor_hash
 from rolloutlab.io.importers.rolloutlab import add_trajectory
-from rolloutlab.schema import TEXTS, TRAJECTORIES, TURNS, ToolCall, Trajectory, Turn
+from rolloutlab.schema import TEXTS, TRAJECTORIES, TURNS, ToolCall, Trajectory, Turn, TurnTokens
 
 # -- the declared exceptions ------------------------------------------------------------
 
@@ -55,7 +55,7 @@ FIELDS_NOT_COLUMNS = {
 FIELDS_NOT_SINK_ARGUMENTS = {
     ("Turn", "turn_idx"): "a TurnData's position in add_trajectory's turns is its turn_idx",
 }
-AS_HANDED_TO_THE_SINK: dict[Any, Any] = {Turn: TurnData, ToolCall: dict[str, Any]}
+AS_HANDED_TO_THE_SINK: dict[Any, Any] = {Turn: TurnData, ToolCall: dict[str, Any], TurnTokens: dict[str, Any]}
 """Records nested in a trajectory reach the sink as the sink's own light types."""
 
 TABLES = {"trajectories": TRAJECTORIES, "turns": TURNS, "texts": TEXTS}
@@ -230,17 +230,22 @@ FULL = Trajectory(
     turns=[
         Turn(turn_idx=0, observation="guess", anchor_obs="start", thought="hm", action="call f", parsed_action="f(1)",
              tool_calls=[ToolCall(name="f", arguments='{"x": 1}', id="c0", result="ok")], action_valid=False,
-             reward=0.25, done=False, tokens=3, entropy=0.5),
+             reward=0.25, done=False, tokens=3, entropy=0.5, finish_reason="tool_calls",
+             token_data=TurnTokens(ids=[7, 8, 2, 5], text=["call", " f", "", "ok"], loss_mask=[1, 1, 1, 0],
+                                   logprobs=[-0.5, -1.25, -0.0625, 0.0], trainer_logprobs=[-0.5, -1.5, -0.125, 0.0],
+                                   advantages=[0.5, 0.5, 0.5, 0.0], entropies=[1.0, 0.75, 0.25, 0.0])),
         Turn(turn_idx=1, observation="ok", anchor_obs="after f", thought="so", action="4", parsed_action="4",
              tool_calls=[ToolCall(name="g", arguments="{}", id="c1", result="done")], action_valid=True,
-             reward=0.5, done=True, tokens=2, entropy=0.25),
+             reward=0.5, done=True, tokens=2, entropy=0.25, finish_reason="stop",
+             token_data=TurnTokens(ids=[4, 2], text=["4", ""], loss_mask=[1, 1], logprobs=[-0.25, -0.5],
+                                   trainer_logprobs=[-0.25, -0.5], advantages=[0.5, 0.5], entropies=[0.5, 0.5])),
     ],
     extras={"env_seed": 5},
 )
 
 
-@pytest.mark.parametrize("record", [FULL, *FULL.turns, *FULL.turns[0].tool_calls],
-                         ids=["Trajectory", "Turn 0", "Turn 1", "ToolCall"])
+@pytest.mark.parametrize("record", [FULL, *FULL.turns, *FULL.turns[0].tool_calls, FULL.turns[0].token_data],
+                         ids=["Trajectory", "Turn 0", "Turn 1", "ToolCall", "TurnTokens"])
 def test_the_sample_record_sets_every_field(record: BaseModel) -> None:
     unset = [name for name in type(record).model_fields if getattr(record, name) in (None, [], {})]
     assert unset == [], f"set these fields of FULL in this test, so that the round trip covers them: {unset}"
@@ -248,6 +253,8 @@ def test_the_sample_record_sets_every_field(record: BaseModel) -> None:
 
 def _stored(value: Any, column_type: pa.DataType) -> Any:
     """``value`` as a column of ``column_type`` reads back with ``to_pylist``."""
+    if isinstance(value, BaseModel):
+        value = value.model_dump(exclude_none=True)
     if isinstance(value, list) and value and isinstance(value[0], BaseModel):
         value = [v.model_dump(exclude_none=True) for v in value]
     if pa.types.is_map(column_type):

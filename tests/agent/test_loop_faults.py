@@ -148,7 +148,7 @@ def test_records_carry_timings_seed_and_stop_reason() -> None:
     t = _episode(lambda: FakeGuessEnv(target=6))
     assert t.extras["env_seed"] == 0 and t.extras["stop_reason"] == "solved"
     assert len(t.extras["timings"]) == 3 and set(t.extras["timings"][0]) == {"policy_s", "env_s"}
-    assert t.extras["finish_reasons"] == ["stop"] * 3 and t.extras["target"] == 6
+    assert [u.finish_reason for u in t.turns] == ["stop"] * 3 and t.extras["target"] == 6
     assert t.reward_components == {"correct": 1.0} and t.step == 3 and t.task_id == "train/3"
     assert t.turns[0].observation == "Guess a number 0-7.\nYour guess?" and t.turns[1].observation == "higher"
     assert t.turns[0].anchor_obs == "start" and t.response == "6" and t.prompt_tokens is None

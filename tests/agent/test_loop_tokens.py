@@ -150,7 +150,7 @@ def test_truncated_reply_gets_its_closing_tokens_masked() -> None:
 
     policy = Truncating(tok)
     ep = _run(policy, target=6)
-    assert len(ep.samples) == 1 and ep.trajectory.extras["finish_reasons"] == ["length"] * 3
+    assert len(ep.samples) == 1 and [u.finish_reason for u in ep.trajectory.turns] == ["length"] * 3
     _check_invariants(ep, policy)
     s = ep.samples[0]
     first_end = s.response_ids.index(IM_END)

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
         guess_number_tokenizer,
         load_tokenizer,
     )
-    from rolloutlab.agent._tokens import TokenTrack, check_token_sample
+    from rolloutlab.agent._tokens import TOKEN_DIGITS, TokenTrack, check_token_sample, turn_positions, turn_tokens
     from rolloutlab.agent._types import (
         ChatTokenizer,
         Episode,
@@ -64,12 +64,13 @@ _WHERE = {
     **dict.fromkeys(("SCRIPTS", "OpenAIPolicy", "PolicyError", "RandomPolicy", "ScriptedPolicy", "format_action",
                      "make_policy", "register_script"), "_policies"),
     **dict.fromkeys(("INLINE", "NOT_A_SETTING", "LoopConfig", "TinyModelConfig", "from_flat", "settings"), "_settings"),
-    **dict.fromkeys(("TokenTrack", "check_token_sample"), "_tokens"),
+    **dict.fromkeys(("TOKEN_DIGITS", "TokenTrack", "check_token_sample", "turn_positions", "turn_tokens"), "_tokens"),
     **dict.fromkeys(("ChatTokenizer", "Episode", "FinishReason", "GenerateRequest", "Generation", "Policy", "TrainablePolicy",
                      "TokenSample"), "_types"),
 }
 
 __all__ = [
+    "TOKEN_DIGITS",
     "INLINE",
     "NOT_A_SETTING",
     "PARSERS",
@@ -97,6 +98,8 @@ __all__ = [
     "TrainablePolicy",
     "WordTokenizer",
     "check_token_sample",
+    "turn_positions",
+    "turn_tokens",
     "format_action",
     "format_hint",
     "from_flat",

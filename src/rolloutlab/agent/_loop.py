@@ -92,7 +92,7 @@ import orjson
 
 from rolloutlab.agent._parsers import Parsed, format_hint, get_parser
 from rolloutlab.agent._settings import LoopConfig
-from rolloutlab.agent._tokens import TokenTrack
+from rolloutlab.agent._tokens import TokenTrack, turn_tokens
 from rolloutlab.agent._types import Episode, GenerateRequest, Generation, Policy, TokenSample
 from rolloutlab.envs import (
     Action,
@@ -234,7 +234,6 @@ class _State:
     prompt: list[Message] = field(default_factory=list)
     turns: list[Turn] = field(default_factory=list)
     timings: list[dict[str, float]] = field(default_factory=list)
-    finish_reasons: list[str] = field(default_factory=list)
     policy_versions: list[int] = field(default_factory=list)
     components: dict[str, float] = field(default_factory=dict)
     env_extras: dict[str, Any] = field(default_factory=dict)
@@ -391,7 +390,6 @@ class _Episode:
         new: Sequence[Message], reward: float | None, valid: bool, done: bool, results: list[StepResult],
     ) -> None:
         st = self.state
-        st.finish_reasons.append(gen.finish_reason)
         if gen.policy_version is not None:
             st.policy_versions.append(gen.policy_version)
         ntok = len(gen.token_ids) if gen.token_ids is not None else None
@@ -406,7 +404,7 @@ class _Episode:
             action=_clean(gen.text),
             parsed_action="\n".join(_action_text(a) for a in parsed.actions) if parsed.valid else None,
             tool_calls=[_tool_call_record(c, new) for c in calls],
-            action_valid=valid, reward=reward, done=done, tokens=ntok,
+            action_valid=valid, reward=reward, done=done, tokens=ntok, finish_reason=gen.finish_reason,
         ))
 
 
@@ -513,7 +511,7 @@ def _episode(
     extras: dict[str, Any] = dict(st.env_extras)
     extras.update({
         "env_id": env_id, "env_seed": seed, "task_category": task.category, "parser": runner.parser_name if runner else config.parser,
-        "max_turns": max_turns, "stop_reason": st.stop_reason, "finish_reasons": st.finish_reasons,
+        "max_turns": max_turns, "stop_reason": st.stop_reason,
         "timings": st.timings, "policy_version": policy_version,
     })
     if st.env_metrics:
@@ -536,6 +534,10 @@ def _episode(
         extras["token_breaks"] = st.tokens.breaks
         if error is None:
             samples = st.tokens.finish()
+            if config.record_tokens:
+                for t, data in turn_tokens(samples, st.tokens.tokenizer).items():
+                    if t < len(st.turns):
+                        st.turns[t].token_data = data
     traj = Trajectory(
         traj_id=traj_id, step=step, split=config.split, group_id=group_id, sample_idx=sample_idx,
         task_id=task.id, data_source=env_id, model=model, prompt=st.prompt or None, response=st.last_text,

@@ -65,6 +65,10 @@ class LoopConfig:
     """First wait before a policy retry; doubles each retry, up to ``policy_backoff_max_s``."""
     policy_backoff_max_s: float = 30.0
     """Longest wait between policy retries."""
+    record_tokens: bool = True
+    """Write each turn's tokens into its record (``Turn.token_data``: ids, text pieces, loss
+    mask, sampler log-probs; the trainer adds its log-probs, entropies and advantages), for
+    the viewer's token view.  About 30 bytes per token; only a policy in token ids has any."""
     split: Literal["train", "eval"] = field(default="train", metadata=NOT_A_SETTING)
     """``Trajectory.split`` of the records: the trainer writes ``train``, the evaluation
     ``eval``."""

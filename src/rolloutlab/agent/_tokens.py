@@ -14,8 +14,43 @@ from collections.abc import Sequence
 
 from rolloutlab.agent._types import ChatTokenizer, TokenSample
 from rolloutlab.envs import Message
+from rolloutlab.schema import TurnTokens
 
-__all__ = ["TokenTrack", "check_token_sample"]
+__all__ = ["TOKEN_DIGITS", "TokenTrack", "check_token_sample", "turn_positions", "turn_tokens"]
+
+TOKEN_DIGITS = 4
+"""Decimal places of the floats written into ``Turn.token_data`` (1e-4 nats is far below the
+sampler/trainer gaps worth seeing, and keeps a token's record near 30 bytes)."""
+
+
+def turn_positions(samples: Sequence[TokenSample]) -> dict[int, list[tuple[int, int]]]:
+    """Per turn index, the ``(sample, position)`` pairs of its response tokens, in order.
+
+    A turn's tokens are its sampled ids, then the mask-0 tokens that follow them in the same
+    sample (``turn_index`` gives each token's turn); a sample break after a turn leaves that
+    turn only its sampled ids (the observation is in the next sample's prompt)."""
+    out: dict[int, list[tuple[int, int]]] = {}
+    for k, s in enumerate(samples):
+        for i, t in enumerate(s.turn_index):
+            out.setdefault(t, []).append((k, i))
+    return out
+
+
+def turn_tokens(samples: Sequence[TokenSample], tokenizer: ChatTokenizer) -> dict[int, TurnTokens]:
+    """``Turn.token_data`` of each turn that has tokens: ids, each id's text piece
+    (``tokenizer.decode([id])``), loss mask and sampler log-probs (rounded to :data:`TOKEN_DIGITS`)."""
+    pieces: dict[int, str] = {}
+    out: dict[int, TurnTokens] = {}
+    for t, pos in turn_positions(samples).items():
+        ids = [samples[k].response_ids[i] for k, i in pos]
+        for x in ids:
+            if x not in pieces:
+                pieces[x] = tokenizer.decode([x])
+        out[t] = TurnTokens(
+            ids=ids, text=[pieces[x] for x in ids], loss_mask=[samples[k].loss_mask[i] for k, i in pos],
+            logprobs=[round(samples[k].sampler_logprobs[i], TOKEN_DIGITS) + 0.0 for k, i in pos],
+        )
+    return out
 
 
 def check_token_sample(s: TokenSample) -> None:

@@ -15,9 +15,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from rolloutlab.envs import Message, ToolInvocation
-from rolloutlab.schema import Trajectory
-
-FinishReason = Literal["stop", "length", "tool_calls", "error"]
+from rolloutlab.schema import FinishReason, Trajectory
 
 
 @runtime_checkable

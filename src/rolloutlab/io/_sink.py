@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rolloutlab.errors import RecordError
-from rolloutlab.schema import METRICS, SPLITS, TERMINATIONS, TEXTS, TRAJECTORIES, TURNS
+from rolloutlab.schema import FINISH_REASONS, METRICS, SPLITS, TERMINATIONS, TEXTS, TRAJECTORIES, TURNS
 
 _TRAJ_NUM = [f.name for f in TRAJECTORIES]
 _TURN_NUM = [f.name for f in TURNS]
@@ -50,6 +50,8 @@ class TurnData:
     done: bool | None = None
     tokens: int | None = None
     entropy: float | None = None
+    finish_reason: str | None = None
+    token_data: dict[str, Any] | None = None
 
 
 def as_float(value: Any, name: str) -> float | None:
@@ -444,7 +446,7 @@ class PartSink:
         for name, values in (("run_id", [self.run_id] * k), ("split", splits), ("step", steps), ("traj_id", ids),
                              ("turn_idx", [0] * k), ("num_tool_calls", [0] * k)):
             c[name].extend(values)
-        for name in ("reward", "action_valid", "done", "tokens", "entropy", "anchor_hash"):
+        for name in ("reward", "action_valid", "done", "tokens", "entropy", "anchor_hash", "finish_reason"):
             c[name].extend(none)
         tx = self._cols["texts"]
         for name, values in (("run_id", [self.run_id] * k), ("split", splits), ("step", steps), ("traj_id", ids),
@@ -469,9 +471,14 @@ class PartSink:
         c["num_tool_calls"].append(len(t.tool_calls))
         c["entropy"].append(as_float(t.entropy, f"turn {idx} entropy"))
         c["anchor_hash"].append(anchor_hash(t.anchor_obs))
+        if t.finish_reason is not None and t.finish_reason not in FINISH_REASONS:
+            raise RecordError(f"turn {idx} finish_reason must be one of {', '.join(FINISH_REASONS)}; "
+                              f"got {_short(t.finish_reason)}")
+        c["finish_reason"].append(t.finish_reason)
         self._text(split, step, traj_id, idx, observation=t.observation, anchor_obs=t.anchor_obs,
                    thought=t.thought, action=t.action, parsed_action=t.parsed_action,
-                   tool_calls=to_text(t.tool_calls) if t.tool_calls else None)
+                   tool_calls=to_text(t.tool_calls) if t.tool_calls else None,
+                   token_data=to_text(t.token_data) if t.token_data else None)
         self.counts["turns"] += 1
 
     def _text(self, split: str, step: int, traj_id: str, turn_idx: int, **texts: str | None) -> None:

@@ -12,9 +12,10 @@ from rolloutlab._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from rolloutlab.schema._arrow import METRICS, REJECTS, RUNS, TABLES, TEXTS, TRAJECTORIES, TURNS
-    from rolloutlab.schema._constants import FORMAT_VERSION, SPLITS, TERMINATIONS
+    from rolloutlab.schema._constants import FINISH_REASONS, FORMAT_VERSION, SPLITS, TERMINATIONS
     from rolloutlab.schema._records import (
         EvalSummary,
+        FinishReason,
         MetricsRecord,
         Run,
         RunStatus,
@@ -23,18 +24,20 @@ if TYPE_CHECKING:
         ToolCall,
         Trajectory,
         Turn,
+        TurnTokens,
     )
 
 _WHERE = {
     **dict.fromkeys(("METRICS", "REJECTS", "RUNS", "TABLES", "TEXTS", "TRAJECTORIES", "TURNS"), "_arrow"),
-    **dict.fromkeys(("FORMAT_VERSION", "SPLITS", "TERMINATIONS"), "_constants"),
-    **dict.fromkeys(("EvalSummary", "MetricsRecord", "Run", "RunStatus", "Split", "Termination", "ToolCall",
-                     "Trajectory", "Turn"), "_records"),
+    **dict.fromkeys(("FINISH_REASONS", "FORMAT_VERSION", "SPLITS", "TERMINATIONS"), "_constants"),
+    **dict.fromkeys(("EvalSummary", "FinishReason", "MetricsRecord", "Run", "RunStatus", "Split", "Termination", "ToolCall",
+                     "Trajectory", "Turn", "TurnTokens"), "_records"),
 }
 
 
 
 __all__ = [
+    "FINISH_REASONS",
     "FORMAT_VERSION",
     "METRICS",
     "REJECTS",
@@ -46,6 +49,7 @@ __all__ = [
     "TRAJECTORIES",
     "TURNS",
     "EvalSummary",
+    "FinishReason",
     "MetricsRecord",
     "Run",
     "RunStatus",
@@ -54,6 +58,7 @@ __all__ = [
     "ToolCall",
     "Trajectory",
     "Turn",
+    "TurnTokens",
 ]
 
 __getattr__, __dir__ = lazy_exports(__name__, _WHERE, __all__)

@@ -78,6 +78,7 @@ TURNS = pa.schema(
         ("num_tool_calls", pa.int64()),
         ("entropy", pa.float64()),
         ("anchor_hash", pa.int64()),  # hash of anchor_obs: GiGPO step groups without text
+        ("finish_reason", pa.string()),  # stop | length | tool_calls | error
     ]
 )
 
@@ -98,6 +99,7 @@ TEXTS = pa.schema(
         ("action", pa.string()),
         ("parsed_action", pa.string()),
         ("tool_calls", pa.string()),  # JSON list of {name, arguments, id, result}
+        ("token_data", pa.string()),  # JSON of Turn.token_data: per-token arrays, read by the viewer only
     ]
 )
 

@@ -8,3 +8,4 @@ FORMAT_VERSION = "1.0"
 
 SPLITS: tuple[str, ...] = ("train", "val", "eval")
 TERMINATIONS: tuple[str, ...] = ("done", "truncated", "max_turns", "error", "aborted")
+FINISH_REASONS: tuple[str, ...] = ("stop", "length", "tool_calls", "error")

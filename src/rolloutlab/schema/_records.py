@@ -21,6 +21,10 @@ from rolloutlab.schema._constants import FORMAT_VERSION
 Split = Literal["train", "val", "eval"]
 Termination = Literal["done", "truncated", "max_turns", "error", "aborted"]
 RunStatus = Literal["running", "finished", "aborted", "unknown"]
+FinishReason = Literal["stop", "length", "tool_calls", "error"]
+"""Why the policy stopped writing a turn: it ended its reply (``stop``, EOS or a stop
+string), it hit the per-turn token cap (``length``), it handed over tool calls
+(``tool_calls``), or the endpoint reported a failure (``error``)."""
 
 
 class _Record(BaseModel):
@@ -34,6 +38,58 @@ class ToolCall(_Record):
     arguments: str | None = Field(None, description="Arguments as the model wrote them (usually JSON).")
     id: str | None = None
     result: str | None = Field(None, description="What the tool returned, when it is known.")
+
+
+class TurnTokens(_Record):
+    """The tokens of one turn as the trainer saw them (every array has one entry per token).
+
+    The turn's tokens are the ones the policy sampled (``loss_mask`` 1), then the tokens
+    that follow them up to the next reply and that were not sampled (``loss_mask`` 0: the
+    template tokens closing the reply, the environment's answer, the next generation
+    prompt).  The arrays are aligned: entry ``i`` of each describes token ``i``.  Log-probs,
+    advantages and entropies are 0.0 on mask-0 tokens (nothing was sampled or trained
+    there), as in the trainer's tensors.  Writers may round the floats (rolloutlab writes 4
+    decimal places)."""
+
+    ids: list[int] | None = Field(None, description="Token ids, in order.")
+    text: list[str] | None = Field(
+        None, description="Each token's text piece (special tokens may be empty; a piece may hold part of a character).")
+    loss_mask: list[int] | None = Field(
+        None, description="1 for a token the policy sampled and the trainer trains on, 0 for the others; null: unknown.")
+    logprobs: list[float] | None = Field(None, description="The sampler's log-probability of each token (0.0 on mask 0).")
+    trainer_logprobs: list[float] | None = Field(
+        None, description="The trainer's log-probability of each token under the weights that sampled it (before the "
+                          "step's update; 0.0 on mask 0).")
+    advantages: list[float] | None = Field(None, description="The advantage each token was trained with (0.0 on mask 0).")
+    entropies: list[float] | None = Field(
+        None, description="Entropy of the trainer's next-token distribution at each token, in nats (0.0 on mask 0).")
+
+    @model_validator(mode="after")
+    def _aligned(self) -> TurnTokens:
+        if self.ids is None and self.text is None:
+            raise ValueError("token data needs the token ids or their text pieces (ids or text)")
+        n: int | None = None
+        for name in ("ids", "text", "loss_mask", "logprobs", "trainer_logprobs", "advantages", "entropies"):
+            v = getattr(self, name)
+            if v is None:
+                continue
+            if n is None:
+                n, first = len(v), name
+            elif len(v) != n:
+                raise ValueError(f"token arrays must be aligned: len({name}) = {len(v)} but len({first}) = {n}")
+        for i, m in enumerate(self.loss_mask or ()):
+            if m not in (0, 1):
+                raise ValueError(f"loss_mask[{i}] must be 0 or 1, got {m!r}")
+        for name in ("logprobs", "trainer_logprobs", "advantages", "entropies"):
+            for i, x in enumerate(getattr(self, name) or ()):
+                if not math.isfinite(x):
+                    raise ValueError(f"{name}[{i}] must be finite, got {x!r}")
+        return self
+
+    @property
+    def size(self) -> int:
+        """Number of tokens."""
+        return len(self.ids if self.ids is not None else self.text or ())
 
 
 class Turn(_Record):
@@ -51,6 +107,10 @@ class Turn(_Record):
     done: bool | None = None
     tokens: int | None = Field(None, ge=0, description="Tokens the agent generated in this turn.")
     entropy: float | None = None
+    finish_reason: FinishReason | None = Field(None, description="Why the policy stopped writing this turn.")
+    token_data: TurnTokens | None = Field(
+        None, description="The turn's tokens, loss mask, log-probs and advantages (written when the loop records "
+                          "tokens; see TurnTokens).")
 
     @field_validator("reward", "entropy")
     @classmethod

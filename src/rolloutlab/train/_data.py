@@ -29,12 +29,12 @@ from typing import Any
 import numpy as np
 
 from rolloutlab import algos
-from rolloutlab.agent import Episode
+from rolloutlab.agent import TOKEN_DIGITS, Episode, turn_positions
 from rolloutlab.envs import Task
 from rolloutlab.outcomes import is_zero_variance
 from rolloutlab.train._config import TrainConfig
 
-__all__ = ["Group", "TaskSampler", "TrainSample", "compute_advantages", "zero_variance"]
+__all__ = ["Group", "TaskSampler", "TrainSample", "compute_advantages", "record_token_data", "zero_variance"]
 
 
 class TaskSampler:
@@ -115,6 +115,11 @@ class TrainSample:
     episode: int
     """Index of the episode within the step."""
     meta: dict[str, Any] = field(default_factory=dict)
+    trainer_logprobs: list[float] | None = None
+    """The trainer's log-prob of each response token before the step's update (0.0 on mask 0),
+    kept by the update when the run records tokens."""
+    entropies: list[float] | None = None
+    """The trainer's entropy at each response token on its first pass (0.0 on mask 0)."""
 
 
 def _turn_rewards(ep: Episode) -> list[float]:
@@ -132,6 +137,33 @@ def _record_advantages(episodes: Sequence[Episode], unit: str, per_turn: Sequenc
             e.trajectory.extras["advantage"] = vals[0] if vals else None
         else:
             e.trajectory.extras["turn_advantages"] = vals
+
+
+def _rounded(xs: Sequence[float]) -> list[float]:
+    return [round(float(x), TOKEN_DIGITS) + 0.0 for x in xs]  # + 0.0: no "-0.0" in the file
+
+
+def record_token_data(groups: Sequence[Group], samples: Sequence[TrainSample]) -> None:
+    """Add what the trainer knows per token — the advantage each token was trained with, and,
+    after the update, the trainer's log-probs and entropies — to the ``token_data`` of each
+    turn the agent loop recorded (``LoopConfig.record_tokens``).  ``samples`` are
+    :func:`compute_advantages`' output for ``groups``, in its order (episode by episode, each
+    episode's token samples in order)."""
+    it = iter(samples)
+    for e in (e for g in groups for e in g.episodes):
+        mine = [next(it) for _ in e.samples]
+        turns = e.trajectory.turns
+        for t, pos in turn_positions(e.samples).items():
+            data = turns[t].token_data if t < len(turns) else None
+            if data is None:
+                continue
+            data.advantages = _rounded([mine[k].advantages[i] for k, i in pos])
+            lps = [mine[k].trainer_logprobs for k, _ in pos]
+            if all(x is not None for x in lps):
+                data.trainer_logprobs = _rounded([mine[k].trainer_logprobs[i] for k, i in pos])  # type: ignore[index]
+            ents = [mine[k].entropies for k, _ in pos]
+            if all(x is not None for x in ents):
+                data.entropies = _rounded([mine[k].entropies[i] for k, i in pos])  # type: ignore[index]
 
 
 def compute_advantages(

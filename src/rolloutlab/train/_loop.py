@@ -67,7 +67,7 @@ from rolloutlab.train._checkpoint import (
     save_checkpoint,
 )
 from rolloutlab.train._config import ConfigError, TrainConfig
-from rolloutlab.train._data import Group, TaskSampler, compute_advantages, zero_variance
+from rolloutlab.train._data import Group, TaskSampler, compute_advantages, record_token_data, zero_variance
 from rolloutlab.train._logging import MetricLogger, check_loggers, make_loggers
 from rolloutlab.train._parallel import (
     gather_into,
@@ -505,6 +505,8 @@ class Trainer:
             self._empty_steps = 0
         else:
             self._empty_steps += 1
+        if samples and cfg.rollout.loop.record_tokens:
+            record_token_data(groups, samples)
         self.step = step
         trained = [e.trajectory for g in groups for e in g.episodes]
         set_aside = [(e.trajectory, why) for e, why in aside]

@@ -141,6 +141,20 @@ def collate(samples: Sequence[TrainSample], pad_id: int, device: torch.device | 
     return Batch(ids.to(dev), attn.to(dev), mask.to(dev), slp.to(dev), adv.to(dev), min(len(s.prompt_ids) for s in samples))
 
 
+def _keep_token_stats(chunk: Sequence[TrainSample], old_lp: torch.Tensor, ent: torch.Tensor | None, start: int) -> None:
+    """Keep each sample's trainer log-probs ``old_lp`` and entropies ``ent`` (``(B, T - start)``,
+    0.0 on mask-0 positions) of its response tokens on the sample (``record_token_data``
+    writes them into the turns)."""
+    lp_rows = old_lp.detach().float().cpu()
+    ent_rows = ent.detach().float().cpu() if ent is not None else None
+    for i, s in enumerate(chunk):
+        lo = len(s.prompt_ids) - start  # response token k sits at position len(prompt) + k
+        hi = lo + len(s.response_ids)
+        s.trainer_logprobs = lp_rows[i, lo:hi].tolist()
+        if ent_rows is not None:
+            s.entropies = ent_rows[i, lo:hi].tolist()
+
+
 def reference_model(cfg: TrainConfig, model: Any) -> Any | None:
     """A frozen copy of ``model`` for the KL term, or None when none is needed (no KL, or a
     PEFT model whose base, adapters disabled, is the reference).  Take it before sharding."""
@@ -308,7 +322,7 @@ class Updater:
             fb += time.perf_counter() - t0
         grad_norms: list[float] = []
         lrs: list[float] = []
-        for _epoch in range(a.ppo_epochs):
+        for epoch in range(a.ppo_epochs):
             for mi, (mb, chunks) in enumerate(zip(mini, plan, strict=True)):
                 # reduction normalisers over the whole mini-batch, on every rank
                 n_tok_local = float(sum(sum(s.loss_mask) for s in mb))
@@ -336,6 +350,8 @@ class Updater:
                         if a.check_masks:
                             self.check_masks(chunk, lp.detach(), b, s0)
                         old_lp = lp.detach() if single_update else torch.where(m > 0, old[mi, ci], torch.zeros_like(lp))
+                        if epoch == 0 and is_live and cfg.rollout.loop.record_tokens:
+                            _keep_token_stats(chunk, old_lp, ent, s0)
                         slp = b.sampler_lp[:, s0:]
                         adv = b.adv[:, s0:]
                         w = token_weights(

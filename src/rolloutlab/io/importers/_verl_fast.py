@@ -170,7 +170,8 @@ def read_dump_pyarrow(path: Path, file_step: int, split: str, sink: PartSink) ->
     one_s, one_i, one_f, one_b = pa.nulls(k1, pa.string()), pa.nulls(k1, pa.int64()), pa.nulls(k1, pa.float64()), pa.nulls(k1, pa.bool_())
     zeros = pa.array(np.zeros(k1, np.int64))
     ids1, steps1, splits1, run1 = traj_id.filter(sel), steps.filter(sel), splits.filter(sel), run.filter(sel)
-    turns = pa.Table.from_arrays([run1, splits1, steps1, ids1, zeros, one_f, one_b, one_b, one_i, zeros, one_f, one_i],
+    turns = pa.Table.from_arrays([run1, splits1, steps1, ids1, zeros, one_f, one_b, one_b, one_i, zeros, one_f, one_i,
+                                  pa.nulls(k1, pa.string())],
                                  schema=TURNS)
     action = TEXTS.get_field_index("action")
     texts0 = pa.Table.from_arrays([run1, splits1, steps1, ids1, zeros, *[one_s] * (action - 5), out_arr.filter(sel),

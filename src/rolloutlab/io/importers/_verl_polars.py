@@ -218,7 +218,8 @@ def _read_group(files: list[tuple[Path, int, str]], dfs: list[pl.DataFrame], sin
     run1, splits1, steps1 = run[:k1], splits[:k1], pa.array(steps_np[one], pa.int64())
     zeros = pa.repeat(pa.scalar(0, pa.int64()), k1)
     one_f, one_b, one_i = pa.nulls(k1, pa.float64()), pa.nulls(k1, pa.bool_()), pa.nulls(k1, pa.int64())
-    turns = pa.Table.from_arrays([run1, splits1, steps1, ids1, zeros, one_f, one_b, one_b, one_i, zeros, one_f, one_i],
+    turns = pa.Table.from_arrays([run1, splits1, steps1, ids1, zeros, one_f, one_b, one_b, one_i, zeros, one_f, one_i,
+                                  pa.nulls(k1, pa.string())],
                                  schema=TURNS)
     action = _TEXTS_VIEWS.get_field_index("action")
     action1 = tab["output"] if k1 == n else df["output"].filter(_series(one)).to_arrow(compat_level=pl.CompatLevel.newest())

@@ -101,7 +101,9 @@ def add_trajectory(sink: PartSink, t: Trajectory, *, split: str | None = None, s
     turns = [
         TurnData(observation=u.observation, anchor_obs=u.anchor_obs, thought=u.thought, action=u.action,
                  parsed_action=u.parsed_action, tool_calls=[c.model_dump(exclude_none=True) for c in u.tool_calls],
-                 action_valid=u.action_valid, reward=u.reward, done=u.done, tokens=u.tokens, entropy=u.entropy)
+                 action_valid=u.action_valid, reward=u.reward, done=u.done, tokens=u.tokens, entropy=u.entropy,
+                 finish_reason=u.finish_reason,
+                 token_data=u.token_data.model_dump(exclude_none=True) if u.token_data is not None else None)
         for u in t.turns
     ]
     sink.add_trajectory(
