@@ -6,7 +6,8 @@ Routes (GET unless marked)::
     /runs/{run}                        dashboard: findings, the report's figure grid, per-step table
     /runs/{run}/steps/{step}           a step's groups side by side, or one table (filters, sort, pages),
                                        each sample's advantage (``?adv=``, :mod:`._advantages`)
-    /runs/{run}/traj?id=               one trajectory, turn by turn
+    /runs/{run}/traj?id=&color=&adv=   one trajectory, turn by turn, with each turn's tokens
+    /runs/{run}/tokens, /runs/{run}/diff   one turn's tokens; two samples of a group: :mod:`._token_routes`
     /runs/{run}/text?id=&turn=&field=  one whole text field as text/plain (for very long ones)
     /runs/{run}/task?id=&a=&b=         one task's trajectories at two steps, side by side
     POST /runs/{run}/reingest          re-read the run's recorded sources into the store
@@ -72,6 +73,8 @@ from rolloutlab.viewer._live import NotFound
 from rolloutlab.viewer._render import seg, svg_chart, url
 from rolloutlab.viewer._search_routes import add_routes as add_search_routes
 from rolloutlab.viewer._state import Viewer
+from rolloutlab.viewer._token_routes import add_routes as add_token_routes
+from rolloutlab.viewer._token_routes import traj_context
 
 log = logging.getLogger("rolloutlab.viewer")
 
@@ -340,7 +343,8 @@ def create_app(store: str | Path, *, watch: float | None = None, allowed_hosts: 
         t = Q.trajectory(v.view, rid, traj_id, a.get("split") or None, Q.int_arg("step", a.get("step")))
         if t is None:
             raise NotFound(f"no trajectory {traj_id[:200]!r} in run {rid!r}")
-        return v.render("traj.html", rid=rid, run=run_info(v.view.entry(rid)), t=t, preview=Q.TEXT_PREVIEW)
+        run = run_info(v.view.entry(rid))
+        return v.render("traj.html", rid=rid, run=run, t=t, preview=Q.TEXT_PREVIEW, **traj_context(v, rid, run, t, a))
 
     @app.get("/runs/{run_id}/text")
     def text_page(request: Request, run_id: str) -> Response:
@@ -441,6 +445,7 @@ def create_app(store: str | Path, *, watch: float | None = None, allowed_hosts: 
 
     add_routes(app, v)
     add_search_routes(app, v)
+    add_token_routes(app, v, run_info)
     return app
 
 

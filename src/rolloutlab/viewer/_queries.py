@@ -476,7 +476,7 @@ def trajectory(src: Source, run_id: str, traj_id: str, split: str | None = None,
                 "traj_id = ? AND turn_idx = -1 LIMIT 1", [traj_id])
     t["texts"] = top[0] if top else {}
     turns = src.query(
-        "SELECT turn_idx, reward, action_valid, done, tokens, num_tool_calls, entropy FROM turns "
+        "SELECT turn_idx, reward, action_valid, done, tokens, num_tool_calls, entropy, finish_reason FROM turns "
         "WHERE run_id = ? AND split = ? AND step = ? AND traj_id = ? ORDER BY turn_idx",
         key,
     )
@@ -496,6 +496,20 @@ def trajectory(src: Source, run_id: str, traj_id: str, split: str | None = None,
         else []
     )
     return t
+
+
+@_resolve_again
+def token_data(src: Source, run_id: str, split: str, step: int, traj_id: str,
+               turn_idx: int | None = None) -> dict[int, str]:
+    """turn_idx → the turn's stored ``token_data`` JSON (one turn, or every turn of the
+    trajectory), where recorded; nothing from a store written before the column existed."""
+    files = src.text_files(run_id, split, step)
+    if not files or not src.query("SELECT 1 FROM parquet_schema(?) WHERE name = 'token_data' LIMIT 1", [files]):
+        return {}
+    where, params = "traj_id = ? AND turn_idx >= 0 AND token_data IS NOT NULL", [traj_id]
+    if turn_idx is not None:
+        where, params = "traj_id = ? AND turn_idx = ? AND token_data IS NOT NULL", [traj_id, turn_idx]
+    return {r["turn_idx"]: r["token_data"] for r in texts(src, run_id, split, step, "turn_idx, token_data", where, params)}
 
 
 def full_text(src: Source, run_id: str, traj_id: str, turn_idx: int, field: str, split: str | None = None,
