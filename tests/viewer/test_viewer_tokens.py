@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 import warnings
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 

@@ -41,7 +41,13 @@ if TYPE_CHECKING:
         guess_number_tokenizer,
         load_tokenizer,
     )
-    from rolloutlab.agent._tokens import TOKEN_DIGITS, TokenTrack, check_token_sample, turn_positions, turn_tokens
+    from rolloutlab.agent._tokens import (
+        TOKEN_DIGITS,
+        TokenTrack,
+        check_token_sample,
+        turn_positions,
+        turn_tokens,
+    )
     from rolloutlab.agent._types import (
         ChatTokenizer,
         Episode,
@@ -70,11 +76,11 @@ _WHERE = {
 }
 
 __all__ = [
-    "TOKEN_DIGITS",
     "INLINE",
     "NOT_A_SETTING",
     "PARSERS",
     "SCRIPTS",
+    "TOKEN_DIGITS",
     "ByteTokenizer",
     "ChatTokenizer",
     "Episode",
@@ -98,8 +104,6 @@ __all__ = [
     "TrainablePolicy",
     "WordTokenizer",
     "check_token_sample",
-    "turn_positions",
-    "turn_tokens",
     "format_action",
     "format_hint",
     "from_flat",
@@ -117,6 +121,8 @@ __all__ = [
     "suppress_mask",
     "tiny_model",
     "token_logprobs",
+    "turn_positions",
+    "turn_tokens",
 ]
 
 __getattr__, __dir__ = lazy_exports(__name__, _WHERE, __all__)

@@ -28,7 +28,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rolloutlab.errors import RecordError
-from rolloutlab.schema import FINISH_REASONS, METRICS, SPLITS, TERMINATIONS, TEXTS, TRAJECTORIES, TURNS
+from rolloutlab.schema import (
+    FINISH_REASONS,
+    METRICS,
+    SPLITS,
+    TERMINATIONS,
+    TEXTS,
+    TRAJECTORIES,
+    TURNS,
+)
 
 _TRAJ_NUM = [f.name for f in TRAJECTORIES]
 _TURN_NUM = [f.name for f in TURNS]

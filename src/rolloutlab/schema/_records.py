@@ -51,18 +51,18 @@ class TurnTokens(_Record):
     there), as in the trainer's tensors.  Writers may round the floats (rolloutlab writes 4
     decimal places)."""
 
-    ids: list[int] | None = Field(None, description="Token ids, in order.")
+    ids: list[int] | None = Field(default=None, description="Token ids, in order.")
     text: list[str] | None = Field(
-        None, description="Each token's text piece (special tokens may be empty; a piece may hold part of a character).")
+        default=None, description="Each token's text piece (special tokens may be empty; a piece may hold part of a character).")
     loss_mask: list[int] | None = Field(
-        None, description="1 for a token the policy sampled and the trainer trains on, 0 for the others; null: unknown.")
-    logprobs: list[float] | None = Field(None, description="The sampler's log-probability of each token (0.0 on mask 0).")
+        default=None, description="1 for a token the policy sampled and the trainer trains on, 0 for the others; null: unknown.")
+    logprobs: list[float] | None = Field(default=None, description="The sampler's log-probability of each token (0.0 on mask 0).")
     trainer_logprobs: list[float] | None = Field(
-        None, description="The trainer's log-probability of each token under the weights that sampled it (before the "
+        default=None, description="The trainer's log-probability of each token under the weights that sampled it (before the "
                           "step's update; 0.0 on mask 0).")
-    advantages: list[float] | None = Field(None, description="The advantage each token was trained with (0.0 on mask 0).")
+    advantages: list[float] | None = Field(default=None, description="The advantage each token was trained with (0.0 on mask 0).")
     entropies: list[float] | None = Field(
-        None, description="Entropy of the trainer's next-token distribution at each token, in nats (0.0 on mask 0).")
+        default=None, description="Entropy of the trainer's next-token distribution at each token, in nats (0.0 on mask 0).")
 
     @model_validator(mode="after")
     def _aligned(self) -> TurnTokens:
@@ -107,9 +107,9 @@ class Turn(_Record):
     done: bool | None = None
     tokens: int | None = Field(None, ge=0, description="Tokens the agent generated in this turn.")
     entropy: float | None = None
-    finish_reason: FinishReason | None = Field(None, description="Why the policy stopped writing this turn.")
+    finish_reason: FinishReason | None = Field(default=None, description="Why the policy stopped writing this turn.")
     token_data: TurnTokens | None = Field(
-        None, description="The turn's tokens, loss mask, log-probs and advantages (written when the loop records "
+        default=None, description="The turn's tokens, loss mask, log-probs and advantages (written when the loop records "
                           "tokens; see TurnTokens).")
 
     @field_validator("reward", "entropy")

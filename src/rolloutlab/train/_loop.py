@@ -67,7 +67,13 @@ from rolloutlab.train._checkpoint import (
     save_checkpoint,
 )
 from rolloutlab.train._config import ConfigError, TrainConfig
-from rolloutlab.train._data import Group, TaskSampler, compute_advantages, record_token_data, zero_variance
+from rolloutlab.train._data import (
+    Group,
+    TaskSampler,
+    compute_advantages,
+    record_token_data,
+    zero_variance,
+)
 from rolloutlab.train._logging import MetricLogger, check_loggers, make_loggers
 from rolloutlab.train._parallel import (
     gather_into,

@@ -506,7 +506,8 @@ def token_data(src: Source, run_id: str, split: str, step: int, traj_id: str,
     files = src.text_files(run_id, split, step)
     if not files or not src.query("SELECT 1 FROM parquet_schema(?) WHERE name = 'token_data' LIMIT 1", [files]):
         return {}
-    where, params = "traj_id = ? AND turn_idx >= 0 AND token_data IS NOT NULL", [traj_id]
+    where = "traj_id = ? AND turn_idx >= 0 AND token_data IS NOT NULL"
+    params: list[Any] = [traj_id]
     if turn_idx is not None:
         where, params = "traj_id = ? AND turn_idx = ? AND token_data IS NOT NULL", [traj_id, turn_idx]
     return {r["turn_idx"]: r["token_data"] for r in texts(src, run_id, split, step, "turn_idx, token_data", where, params)}

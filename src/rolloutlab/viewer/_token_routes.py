@@ -21,7 +21,13 @@ from fastapi.responses import HTMLResponse, Response
 
 from rolloutlab.viewer import _queries as Q
 from rolloutlab.viewer import _tokens as T
-from rolloutlab.viewer._advantages import ESTIMATORS, FORMULA, annotate, default_estimator, step_advantages
+from rolloutlab.viewer._advantages import (
+    ESTIMATORS,
+    FORMULA,
+    annotate,
+    default_estimator,
+    step_advantages,
+)
 from rolloutlab.viewer._live import NotFound
 
 if TYPE_CHECKING:
