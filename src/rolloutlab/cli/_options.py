@@ -72,7 +72,10 @@ def config_command(cls: type, *, renamed: Mapping[str, str], extra: list[inspect
     params: list[inspect.Parameter] = []
     names: list[str] = []
     for name, _, tp in settings(cls):
-        opt = typer.Option(flag_of(name, renamed), help=docs.get(name, ""))
+        flag = flag_of(name, renamed)
+        if tp is bool:  # a switch: on and off (a default of True must be turned off somehow)
+            flag = f"{flag}/--no-{flag.removeprefix('--')}"
+        opt = typer.Option(flag, help=docs.get(name, ""))
         default = defaults.get(name, inspect.Parameter.empty)
         params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default,
                                         annotation=Annotated[_option_type(tp), opt]))

@@ -427,7 +427,8 @@ class PartSink:
         tx["prompt"].extend(prompts)
         tx["response"].extend(responses)
         tx["extras"].extend([to_text(e) if e else None for e in columns.get("extras", none)])
-        for name in ("error", "observation", "anchor_obs", "thought", "action", "parsed_action", "tool_calls"):
+        for name in ("error", "observation", "anchor_obs", "thought", "action", "parsed_action", "tool_calls",
+                     "token_data"):
             tx[name].extend(none)
         self.counts["texts"] += n
         for i, ts in turns.items():
