@@ -82,6 +82,8 @@ def test_export_dir_steps_groups_metrics(tmp_path: Path, ingest_one) -> None:
     assert st.sql("SELECT count(DISTINCT task_id) FROM trajectories").fetchall() == [(3,)]
     terms = st.sql("SELECT termination, count(*) FROM trajectories GROUP BY 1 ORDER BY 1").fetchall()
     assert terms == [("aborted", 2), ("done", 6), ("truncated", 4)]
+    finish = st.sql("SELECT finish_reason, count(*) FROM turns GROUP BY 1 ORDER BY 1 NULLS LAST").fetchall()
+    assert finish == [("length", 4), ("stop", 6), (None, 2)]  # abort: the episode's, no turn's
     m = st.sql("SELECT split, step, name, value FROM metrics ORDER BY step, name").fetchall()
     assert m[:2] == [("eval", 0, "eval/aime/avg_score", 0.5), ("eval", 0, "eval/all/avg_score", 0.333)]
     assert ("eval", 10, "eval/all/pass_at_2", 1.0) in m

@@ -27,7 +27,8 @@ Inferred:
   rewards, the last token's reward > 0);
 - **termination**: ``stop_reason`` ``"stop"`` → done, ``"length"`` → truncated,
   ``"abort"`` → aborted, anything else → unknown (the raw value stays in extras).  For a
-  multi-turn episode it is the stop reason of the last generation;
+  multi-turn episode it is the stop reason of the last generation; ``"stop"`` and
+  ``"length"`` are also the last turn's ``finish_reason``;
 - **groups**: identical ``input_prompt`` within one data source at one step
   (``eval_n_samples_per_prompt`` samples); ``task_id`` is the hash of the prompt;
 - **turns**: from the row's ``conversation`` (chat messages ``{role, content,
@@ -83,6 +84,8 @@ _STEP_DIR = re.compile(r"^global_step_(\d+)_evals$")
 _EVAL_ONLY = "eval_only"
 _AGGREGATED = "aggregated_results.jsonl"
 _TERMINATION = {"stop": "done", "length": "truncated", "abort": "aborted"}
+_FINISH = ("stop", "length")
+"""The ``stop_reason`` values that are a turn's finish reason (``abort`` is the episode's)."""
 _CHATML = re.compile(r"<\|im_start\|>(\w+)\n")
 _LLAMA3 = re.compile(r"<\|start_header_id\|>(\w+)<\|end_header_id\|>\n\n")
 _END_MARKERS = ("<|im_end|>", "<|eot_id|>", "<|endoftext|>", "<|end_of_text|>")
@@ -243,6 +246,8 @@ class SkyRLImporter(Importer):
                 turns, final_obs = split_chat(response) if split is None else split
                 if final_obs is not None:
                     extras["final_observation"] = final_obs
+                if stop in _FINISH and turns:  # vLLM's finish reason of the last generation
+                    turns[-1].finish_reason = stop
                 sink.add_trajectory(
                     traj_id=f"eval/{prefix}{step}/{stem}/{lineno}", step=step, split="eval",
                     group_id=group_id, sample_idx=idx, task_id=task, data_source=ds,
