@@ -137,3 +137,34 @@ def test_diff_shows_best_against_worst_by_default(client: TestClient) -> None:
     r = client.get("/runs/tok/diff", params={"id": "t3"})
     assert r.status_code == 404 and "a group of one" in r.text
     assert 'id="diff-link"' in _page(client, "/runs/tok/traj", id="t0")
+
+
+# -- the figures of a turn, by hand -------------------------------------------------------
+
+
+def test_turn_figures_by_hand() -> None:
+    from rolloutlab.viewer._tokens import parse, scales, turn_view
+
+    d = parse({"ids": [1, 2, 3], "loss_mask": [1, 1, 0], "logprobs": [-1.0, -2.0, 0.0],
+               "trainer_logprobs": [-1.5, -2.25, 0.0], "advantages": [1.0, 2.0, 0.0], "entropies": [0.5, 3.0, 9.0]})
+    assert d is not None
+    sc = scales([d])
+    assert sc == {"advantage": 2.0, "entropy": 3.0, "gap": 0.5}  # the mask-0 token's entropy 9 is left out
+    v = turn_view(d, "gap", sc)
+    assert (v.total, v.trained, v.mean_logprob, v.gap_mean, v.gap_max) == (3, 2, -1.5, 0.375, 0.5)
+    assert v.advantage is None  # two different values: no one turn advantage
+    assert v.has == {"advantage", "logprob", "entropy", "gap"}
+    assert [t.style for t in v.tokens] == ["background: rgba(147, 51, 234, 0.75)",
+                                           "background: rgba(147, 51, 234, 0.40)", ""]
+    # no mask recorded: every token counts as trained; only ids: nothing to colour by
+    bare = parse({"ids": [7, 8]})
+    assert bare is not None and turn_view(bare, "advantage", scales([bare])).trained == 2
+    assert turn_view(bare, "advantage", scales([bare])).has == set()
+
+
+def test_token_data_another_tool_wrote_badly_is_not_shown() -> None:
+    from rolloutlab.viewer._tokens import parse
+
+    assert parse({"ids": [1, 2], "loss_mask": [1]}) is None  # misaligned
+    assert parse({"loss_mask": [1]}) is None  # neither ids nor text
+    assert parse([1, 2]) is None

@@ -177,12 +177,13 @@ def turn_view(d: dict[str, list[Any]], color: str, sc: dict[str, float], *, star
     trained = [i for i in range(n) if mask is None or mask[i] == 1]
     has = recorded([d])
     view = TurnView(total=n, start=min(start, n), tokens=[], trained=len(trained), has=has)
-    lps = [v for i in trained if (v := _num((d.get("logprobs") or [None] * n)[i])) is not None]
-    view.mean_logprob = sum(lps) / len(lps) if lps and "logprob" in has else None
+    lp_arr, adv_arr = d.get("logprobs"), d.get("advantages")
+    lps = [v for i in trained if (v := _num(lp_arr[i])) is not None] if lp_arr is not None else []
+    view.mean_logprob = sum(lps) / len(lps) if lps else None
     gaps = [g for i in trained if (g := _gap(d, i)) is not None]
     if gaps:
         view.gap_mean, view.gap_max = sum(gaps) / len(gaps), max(gaps)
-    advs = {v for i in trained if (v := _num((d.get("advantages") or [None] * n)[i])) is not None}
+    advs = {v for i in trained if (v := _num(adv_arr[i])) is not None} if adv_arr is not None else set()
     view.advantage = advs.pop() if len(advs) == 1 else None
     for i in range(view.start, min(n, view.start + limit)):
         masked = mask is not None and mask[i] != 1
