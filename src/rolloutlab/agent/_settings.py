@@ -68,7 +68,8 @@ class LoopConfig:
     record_tokens: bool = True
     """Write each turn's tokens into its record (``Turn.token_data``: ids, text pieces, loss
     mask, sampler log-probs; the trainer adds its log-probs, entropies and advantages), for
-    the viewer's token view.  About 30 bytes per token; only a policy in token ids has any."""
+    the viewer's token view.  About 50 bytes per token with the trainer's fields (the demo's step
+    files grow 1.5x); only a policy in token ids has any."""
     split: Literal["train", "eval"] = field(default="train", metadata=NOT_A_SETTING)
     """``Trajectory.split`` of the records: the trainer writes ``train``, the evaluation
     ``eval``."""

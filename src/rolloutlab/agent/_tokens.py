@@ -20,7 +20,7 @@ __all__ = ["TOKEN_DIGITS", "TokenTrack", "check_token_sample", "turn_positions",
 
 TOKEN_DIGITS = 4
 """Decimal places of the floats written into ``Turn.token_data`` (1e-4 nats is far below the
-sampler/trainer gaps worth seeing, and keeps a token's record near 30 bytes)."""
+sampler/trainer gaps worth seeing, and keeps a token's record near 50 bytes)."""
 
 
 def turn_positions(samples: Sequence[TokenSample]) -> dict[int, list[tuple[int, int]]]:
