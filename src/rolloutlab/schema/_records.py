@@ -51,6 +51,9 @@ class Turn(_Record):
     done: bool | None = None
     tokens: int | None = Field(None, ge=0, description="Tokens the agent generated in this turn.")
     entropy: float | None = None
+    extras: dict[str, Any] | None = Field(
+        None, description="Per-turn annotations, e.g. a process-reward label (`label`) and the environment's own "
+        "reward it replaced (`env_reward`), written by `rolloutlab label`.")
 
     @field_validator("reward", "entropy")
     @classmethod
