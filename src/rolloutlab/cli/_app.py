@@ -62,7 +62,7 @@ def _group() -> None:
     pass
 
 
-_MODULES = ("analyze", "check_store", "demo", "env", "env_serve", "eval", "ingest", "report", "runs", "serve",
+_MODULES = ("analyze", "check_store", "demo", "env", "env_serve", "eval", "ingest", "label", "report", "runs", "serve",
             "show", "sql", "train", "watch")
 """One module per command, in the order the help lists them; env_serve adds `env serve`
 to the env sub-app."""

@@ -37,7 +37,8 @@ from rolloutlab.errors import RolloutlabError
 from rolloutlab.label._config import LabelConfig
 from rolloutlab.label._source import Item, Source, history_before, parser_of, reply_of
 
-__all__ = ["HFScorer", "NoLogprobs", "OpenAIScorer", "Scorer", "action_prob_labels", "action_split", "geo_mean_prob"]
+__all__ = ["HFScorer", "NoLogprobs", "OpenAIScorer", "Scorer", "action_prob_labels", "action_split", "geo_mean_prob",
+           "span_ids"]
 
 
 class NoLogprobs(RolloutlabError):

@@ -14,7 +14,7 @@ from rolloutlab.errors import RolloutlabError
 from rolloutlab.io import read_run, read_trajectories
 from rolloutlab.schema import Run, Trajectory
 
-__all__ = ["Item", "Source", "actions_of", "history_before", "read_source", "reply_of", "check_replay"]
+__all__ = ["Item", "Source", "actions_of", "check_replay", "history_before", "parser_of", "read_source", "reply_of"]
 
 _ENDED = ("done", "truncated", "max_turns")
 """Terminations of a finished episode: its trajectories are labelled; ``error`` / ``aborted`` ones
