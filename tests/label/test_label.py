@@ -182,11 +182,12 @@ def test_mc_resumes_without_duplicates(model_dir: Path, run_dir: Path, tmp_path:
 
     with pytest.raises(Stop):
         run_label(dataclasses.replace(cfg, limit=None), on_progress=stop_after_one)
-    assert len((out / PARTIAL).read_bytes().splitlines()) == 1
+    kept = len((out / PARTIAL).read_bytes().splitlines())
+    assert 1 <= kept < 7  # interrupted: some labelled (those finished in the same batch too), not all
     with (out / PARTIAL).open("ab") as f:
         f.write(b'{"traj_id": "torn')  # a kill mid-write
     last = run_label(dataclasses.replace(cfg, limit=None))
-    assert last.labelled == 10 - 3 - 1
+    assert last.labelled == 10 - 3 - kept
     after = _labelled(out)
     assert len(after) == 10 and len({t.traj_id for t in after}) == 10
     assert all(u.extras and "label" in u.extras for t in after for u in t.turns)
@@ -229,6 +230,12 @@ def test_action_prob_equals_the_hand_computed_probability(model_dir: Path, run_d
     assert checked >= 10
 
 
+def _tok_dir(tok: Any, path: Path) -> Path:
+    path.mkdir(parents=True)
+    save_tokenizer(tok, path)
+    return path
+
+
 def _hand_run(path: Path, actions: list[str]) -> Path:
     turns = [Turn(turn_idx=k, observation="guess a number from 0 to 7" if k == 0 else "invalid", action=a,
                   parsed_action=a, reward=0.0) for k, a in enumerate(actions)]
@@ -245,7 +252,7 @@ def test_action_prob_through_a_server_with_prompt_logprobs(tmp_path: Path) -> No
     from rolloutlab.cli import main
 
     tok = guess_number_tokenizer()
-    save_tokenizer(tok, tmp_path / "tok")
+    _tok_dir(tok, tmp_path / "tok")
     run = _hand_run(tmp_path / "run", ["12", "3"])
 
     def lp(prefix: Any, token: int) -> float:
@@ -280,7 +287,7 @@ def test_thoughts_are_sampled_and_put_in_place_of_the_recorded_one(tmp_path: Pat
     assert action == tok.encode("5")
     assert prompt == tok.render([*state, {"role": "assistant", "content": "<think>other idea</think>"}],
                                 add_generation_prompt=False)[:-1]
-    save_tokenizer(tok, tmp_path / "tok")
+    _tok_dir(tok, tmp_path / "tok")
     run = _hand_run(tmp_path / "run", [raw])
     sampled = [tok.encode("<think>a</think>1") + [tok.eos_token_id], tok.encode("<think>bb</think>2") + [tok.eos_token_id]]
     n = iter(range(100))
@@ -294,8 +301,9 @@ def test_thoughts_are_sampled_and_put_in_place_of_the_recorded_one(tmp_path: Pat
     (t,) = _labelled(tmp_path / "out")
     lab = t.turns[0].extras["label"] if t.turns[0].extras else {}
     want = []
+    opening = [{"role": "user", "content": "guess a number from 0 to 7"}]
     for z in ("a", "bb"):
-        p, a = span_ids(tok, state, f"<think>{z}</think>", f"<think>{z}</think>5")
+        p, a = span_ids(tok, opening, f"<think>{z}</think>", f"<think>{z}</think>5")
         want.append(math.exp(lp(p, a[0])))
     assert lab["g"] == 2 and sorted(lab["probs"]) == pytest.approx(sorted(want), abs=1e-12)
     assert lab["value"] == pytest.approx(sum(want) / 2, abs=1e-12)
@@ -308,7 +316,7 @@ def test_thoughts_are_sampled_and_put_in_place_of_the_recorded_one(tmp_path: Pat
 def test_a_model_without_logprobs_is_refused_and_nothing_written(tmp_path: Path) -> None:
     from rolloutlab.cli import main
 
-    save_tokenizer(guess_number_tokenizer(), tmp_path / "tok")
+    _tok_dir(guess_number_tokenizer(), tmp_path / "tok")
     run = _hand_run(tmp_path / "run", ["3"])
     with MockOpenAI() as m:  # ignores echo: gives no prompt log-probs
         rc = main(["label", str(run), "--method", "action-prob", "--policy", f"openai:{m.base_url}:mock",
