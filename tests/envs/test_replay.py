@@ -130,7 +130,7 @@ def test_env_that_cannot_replay_says_so() -> None:
     env = spec.make()
     env.spec = spec
 
-    with pytest.raises(NotReplayable, match="cannot be replayed.*action-prob"):
+    with pytest.raises(NotReplayable, match=r"cannot be replayed.*action-prob"):
         asyncio.run(replay(env, task="train/0", seed=0, actions=[]))
 
 

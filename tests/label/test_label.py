@@ -289,7 +289,7 @@ def test_thoughts_are_sampled_and_put_in_place_of_the_recorded_one(tmp_path: Pat
                                 add_generation_prompt=False)[:-1]
     _tok_dir(tok, tmp_path / "tok")
     run = _hand_run(tmp_path / "run", [raw])
-    sampled = [tok.encode("<think>a</think>1") + [tok.eos_token_id], tok.encode("<think>bb</think>2") + [tok.eos_token_id]]
+    sampled = [[*tok.encode("<think>a</think>1"), tok.eos_token_id], [*tok.encode("<think>bb</think>2"), tok.eos_token_id]]
     n = iter(range(100))
 
     def lp(prefix: Any, token: int) -> float:

@@ -26,7 +26,14 @@ RunArg = Annotated[Path, typer.Argument(help="Run directory to label (written by
 def _label(settings: dict[str, Any], *, run: Path, json_: bool) -> None:
     """Label each step of RUN's trajectories with a process reward; writes a run directory to --out."""
     import orjson
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     from rolloutlab.agent import from_flat
     from rolloutlab.label import LabelProgress, run_label

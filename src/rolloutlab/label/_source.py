@@ -77,11 +77,11 @@ def read_source(path: Path, env: str | None = None) -> Source:
         raise RolloutlabError(f"{path}: none of its {len(items)} trajectories has turns (a single-turn import "
                               "without turn records?); step labels need the turns of multi-turn episodes")
     cfg = run.config
-    env_cfg = cfg.get("env") if isinstance(cfg.get("env"), dict) else {}
-    eval_cfg = cfg.get("eval") if isinstance(cfg.get("eval"), dict) else {}
+    env_cfg: dict[str, Any] = cfg["env"] if isinstance(cfg.get("env"), dict) else {}
+    eval_cfg: dict[str, Any] = cfg["eval"] if isinstance(cfg.get("eval"), dict) else {}
     env_id = (env or env_cfg.get("id") or eval_cfg.get("env") or run.env
               or next((i.trajectory.data_source for i in items if i.trajectory.data_source), None))
-    kwargs = env_cfg.get("kwargs") if isinstance(env_cfg.get("kwargs"), dict) else {}
+    kwargs: dict[str, Any] = env_cfg["kwargs"] if isinstance(env_cfg.get("kwargs"), dict) else {}
     return Source(path=path, run=run, items=items, env_id=env_id, env_kwargs=dict(kwargs))
 
 

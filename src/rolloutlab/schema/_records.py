@@ -52,7 +52,7 @@ class Turn(_Record):
     tokens: int | None = Field(None, ge=0, description="Tokens the agent generated in this turn.")
     entropy: float | None = None
     extras: dict[str, Any] | None = Field(
-        None, description="Per-turn annotations, e.g. a process-reward label (`label`) and the environment's own "
+        default=None, description="Per-turn annotations, e.g. a process-reward label (`label`) and the environment's own "
         "reward it replaced (`env_reward`), written by `rolloutlab label`.")
 
     @field_validator("reward", "entropy")
