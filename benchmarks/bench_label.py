@@ -26,7 +26,7 @@ def main() -> None:
     ap.add_argument("--episodes", type=int, default=64)
     ap.add_argument("--n", type=int, default=8)
     ap.add_argument("--concurrency", type=int, default=256)
-    ap.add_argument("--max-tokens", type=int, default=2)
+    ap.add_argument("--max-tokens", type=int, default=1)
     args = ap.parse_args()
     warnings.simplefilter("ignore", UserWarning)  # eval's "mostly invalid actions": an untrained model
 
