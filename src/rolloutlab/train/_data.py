@@ -33,6 +33,7 @@ from rolloutlab.agent import Episode
 from rolloutlab.envs import Task
 from rolloutlab.outcomes import is_zero_variance
 from rolloutlab.train._config import TrainConfig
+from rolloutlab.train._process_labels import ProcessLabels, process_key
 
 __all__ = ["Group", "TaskSampler", "TrainSample", "compute_advantages", "zero_variance"]
 
@@ -135,11 +136,14 @@ def _record_advantages(episodes: Sequence[Episode], unit: str, per_turn: Sequenc
 
 
 def compute_advantages(
-    cfg: TrainConfig, groups: Sequence[Group], *, reward_shift: Sequence[float] | None = None
+    cfg: TrainConfig, groups: Sequence[Group], *, reward_shift: Sequence[float] | None = None,
+    labels: ProcessLabels | None = None,
 ) -> tuple[list[TrainSample], dict[str, float]]:
     """Advantages of every episode's tokens; ``reward_shift`` (one per episode, in order)
-    is added to the episode reward first (the KL-in-reward penalty).  Returns the samples
-    and a few diagnostics (``adv/mean``, ``adv/abs_mean``, ``adv/zero_frac``, ``adv/std``)."""
+    is added to the episode reward first (the KL-in-reward penalty); ``labels``
+    (``algorithm.process_rewards``) replace the per-turn rewards of the turns they hold.
+    Returns the samples and a few diagnostics (``adv/mean``, ``adv/abs_mean``,
+    ``adv/zero_frac``, ``adv/std``)."""
     a = cfg.algorithm
     est = a.adv_estimator
     eps_list: list[Episode] = [e for g in groups for e in g.episodes]
@@ -164,6 +168,10 @@ def compute_advantages(
         for i, e in enumerate(eps_list):
             tr = _turn_rewards(e)
             recs = e.trajectory.turns
+            if labels is not None:
+                replies = [u.action for u in recs]
+                for t in range(len(tr)):
+                    tr[t] = labels.get(process_key(e.trajectory.task_id, replies[: t + 1]), tr[t])
             if reward_shift is not None and tr:
                 tr[-1] += float(reward_shift[i])  # the penalty lands on the last turn
             for t, r in enumerate(tr):

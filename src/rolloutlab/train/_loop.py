@@ -68,6 +68,7 @@ from rolloutlab.train._checkpoint import (
 )
 from rolloutlab.train._config import ConfigError, TrainConfig
 from rolloutlab.train._data import Group, TaskSampler, compute_advantages, zero_variance
+from rolloutlab.train._process_labels import load_process_labels
 from rolloutlab.train._logging import MetricLogger, check_loggers, make_loggers
 from rolloutlab.train._parallel import (
     gather_into,
@@ -149,6 +150,9 @@ class Trainer:
     def __init__(self, cfg: TrainConfig, run_dir: str | Path, *, resume: bool = False, progress: bool | None = None) -> None:
         self.cfg = cfg
         self.run_dir = Path(run_dir)
+        self.process_labels = (load_process_labels(cfg.algorithm.process_rewards)
+                               if cfg.algorithm.process_rewards else None)
+        """Step labels replacing per-turn rewards (``algorithm.process_rewards``), read once."""
         self.show_progress = cfg.logging.progress if progress is None else progress
         check_loggers(wandb=cfg.logging.wandb)  # before the run directory is written
         if cfg.model.device == "cpu":
@@ -487,7 +491,7 @@ class Trainer:
         rollout_s = time.perf_counter() - t0
         gen_s = self.policy.gen_seconds - gen0
         n_eps = sum(len(g.episodes) for g in groups)
-        samples, adv_diag = compute_advantages(cfg, groups) if groups else ([], {})
+        samples, adv_diag = compute_advantages(cfg, groups, labels=self.process_labels) if groups else ([], {})
         upd: dict[str, float] = {}
         has_data = bool(samples) and any(any(s.loss_mask) for s in samples)
         if self.distributed:  # every rank trains, or none (the update is a collective)
@@ -496,7 +500,7 @@ class Trainer:
             has_data = bool(flag.item())
         if has_data and cfg.actor.kl_coef > 0 and cfg.actor.kl_in == "reward":
             shift = self.updater.kl_reward_penalty(samples, n_eps)
-            samples, adv_diag = compute_advantages(cfg, groups, reward_shift=shift)
+            samples, adv_diag = compute_advantages(cfg, groups, reward_shift=shift, labels=self.process_labels)
             upd["actor/kl_in_reward"] = -float(np.mean(shift)) / cfg.actor.kl_coef
         if has_data:
             upd.update(self.updater.update(samples, kl_in_reward=cfg.actor.kl_in == "reward"))
