@@ -30,7 +30,13 @@ def main() -> None:
     args = ap.parse_args()
     warnings.simplefilter("ignore", UserWarning)  # eval's "mostly invalid actions": an untrained model
 
-    from rolloutlab.agent import HFPolicy, LoopConfig, guess_number_tokenizer, save_model, tiny_model
+    from rolloutlab.agent import (
+        HFPolicy,
+        LoopConfig,
+        guess_number_tokenizer,
+        save_model,
+        tiny_model,
+    )
     from rolloutlab.evaluate import EvalConfig, run_eval
     from rolloutlab.label import LabelConfig, run_label
 

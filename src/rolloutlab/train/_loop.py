@@ -68,7 +68,6 @@ from rolloutlab.train._checkpoint import (
 )
 from rolloutlab.train._config import ConfigError, TrainConfig
 from rolloutlab.train._data import Group, TaskSampler, compute_advantages, zero_variance
-from rolloutlab.train._process_labels import load_process_labels
 from rolloutlab.train._logging import MetricLogger, check_loggers, make_loggers
 from rolloutlab.train._parallel import (
     gather_into,
@@ -79,6 +78,7 @@ from rolloutlab.train._parallel import (
     unwrap,
     wrap,
 )
+from rolloutlab.train._process_labels import load_process_labels
 from rolloutlab.train._update import Updater, reference_model
 
 __all__ = ["TrainResult", "Trainer", "horizon_at", "train"]
