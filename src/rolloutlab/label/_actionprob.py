@@ -82,8 +82,9 @@ class HFScorer:
         return await fut
 
     async def _flush(self) -> None:
-        seen = -1
-        while len(self._pending) != seen:  # gather the requests of this pass of the event loop
+        seen, quiet = -1, 0
+        while quiet < 3:  # gather the requests that arrive together (as HFPolicy does)
+            quiet = quiet + 1 if len(self._pending) == seen else 0
             seen = len(self._pending)
             await asyncio.sleep(0)
         batch, self._pending = self._pending, []
