@@ -152,6 +152,8 @@ def test_mc_labels_fall_in_their_binomial_interval(model_dir: Path, run_dir: Pat
     run = orjson.loads((out / "run.json").read_bytes())
     assert run["config"]["labels"]["method"] == "mc" and run["config"]["labels"]["params"]["n"] == N
     assert run["config"]["labels"]["model"] == "hf:tiny" and run["status"] == "finished"
+    source = orjson.loads((run_dir / "run.json").read_bytes())
+    assert run["config"]["labels"]["source_run"] == source["run_id"] != run["run_id"] and run["name"] == "mc"
     src = {t.traj_id: t for f in (run_dir / "eval").glob("*/episodes.jsonl") for _, t in read_trajectories(f)}
     for t in labelled:
         orig = src[t.traj_id.split("/", 2)[2]]

@@ -24,8 +24,10 @@ import asyncio
 import contextlib
 import os
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -182,11 +184,15 @@ async def _run(config: LabelConfig, on_progress: Callable[[LabelProgress], None]
     try:
         if scorer is not None and todo_new:  # a model without log-probs is refused before anything is written
             await scorer.logprobs([0], [0])
-        run = source.run.model_copy(deep=True)
-        run.config = {**run.config, "labels": record}
-        run.labels = {**run.labels, "process_rewards": config.method}
-        run.status = "running"
-        if not (config.out / "run.json").is_file():
+        if (config.out / "run.json").is_file():  # resuming: the same run (_existing checked its settings)
+            run = read_run(config.out)
+        else:
+            # a run of its own (a store holds it beside its source): new id, named after the folder
+            run = source.run.model_copy(deep=True, update={
+                "run_id": uuid.uuid4().hex[:12], "name": config.out.name or f"{source.run.name}-{config.method}",
+                "created_at": datetime.now(UTC), "status": "running", "last_step": None})
+            run.config = {**run.config, "labels": record}
+            run.labels = {**run.labels, "process_rewards": config.method}
             config.out.mkdir(parents=True, exist_ok=True)
             RunWriter(config.out, run)
         prog = LabelProgress(total_steps=sum(len(i.trajectory.turns) for i in todo),
