@@ -162,3 +162,32 @@ def test_read_source_refuses_a_run_without_turns(tmp_path: Any) -> None:
         read_source(tmp_path / "r")
     with pytest.raises(RolloutlabError, match="not a rolloutlab run directory"):
         read_source(tmp_path / "nothing")
+
+
+def test_the_loop_plays_a_recorded_prefix_back_and_checks_it() -> None:
+    from rolloutlab.agent import Generation, ReplayPrefix, ScriptedPolicy
+    from rolloutlab.envs import Task
+
+    spec = get_env_spec("guess-number-v0")
+    task = Task(id="test/5", split="test")
+    policy = ScriptedPolicy.named("rolloutlab.envs.builtin.guess_number:binary_search")
+
+    def reply(text: str) -> Generation:
+        return Generation(text=text, token_ids=None, logprobs=None, finish_reason="stop")
+
+    async def go() -> None:
+        whole = (await run_episode(spec.make, policy, task, config=LoopConfig(), seed=0, step=0, traj_id="a")).trajectory
+        # two recorded replies played back (the policy would have chosen others), then the policy
+        prefix = ReplayPrefix(replies=(reply("0"), reply("7")), observations=(whole.turns[0].observation, None))
+        cont = (await run_episode(spec.make, policy, task, config=LoopConfig(), seed=0, step=0, traj_id="b",
+                                  prefix=prefix)).trajectory
+        assert [u.action for u in cont.turns[:2]] == ["0", "7"]
+        assert cont.turns[2].action == policy.answer([
+            {"role": "user", "content": whole.turns[0].observation},
+            {"role": "assistant", "content": "0"}, {"role": "user", "content": cont.turns[1].observation},
+            {"role": "assistant", "content": "7"}, {"role": "user", "content": cont.turns[2].observation}])
+        bad = ReplayPrefix(replies=(reply("0"),), observations=("guess a number from 0 to 9",))
+        with pytest.raises(ReplayDiverged, match="diverged at turn 0"):
+            await run_episode(spec.make, policy, task, config=LoopConfig(), seed=0, step=0, traj_id="c", prefix=bad)
+
+    asyncio.run(go())
