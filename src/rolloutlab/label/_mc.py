@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import zlib
-from collections.abc import Callable
 from typing import Any
 
 from rolloutlab.agent import EpisodeJob, LoopConfig, Policy, ReplayPrefix, run_episodes
@@ -70,16 +69,11 @@ def mc_value(successes: int, graded: int, n: int, ungraded: int) -> dict[str, An
             "n": n, "successes": successes, "ungraded": ungraded}
 
 
-async def mc_labels(
-    item: Item, source: Source, config: LabelConfig, policy: Policy,
-    on_continuation: Callable[[], None] | None = None,
-) -> list[dict[str, Any]]:
+async def mc_labels(item: Item, source: Source, config: LabelConfig, policy: Policy) -> list[dict[str, Any]]:
     """The label of each turn of ``item`` (``extras.label`` of the turn)."""
     t = item.trajectory
     jobs = mc_jobs(item, source, config)
-    loop = loop_for(item, source, config)
-    eps = await run_episodes([j for _, j in jobs], policy, config=loop,
-                             progress=(lambda _ep: on_continuation()) if on_continuation else None)
+    eps = await run_episodes([j for _, j in jobs], policy, config=loop_for(item, source, config))
     succ = [0] * len(t.turns)
     graded = [0] * len(t.turns)
     for (turn, _), ep in zip(jobs, eps, strict=True):

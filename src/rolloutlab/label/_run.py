@@ -56,7 +56,6 @@ class LabelProgress:
     done_steps: int = 0
     resumed: int = 0
     """Trajectories found labelled already (a resumed run)."""
-    continuations: int = 0
 
 
 @dataclass(frozen=True)

@@ -90,11 +90,20 @@ def reply_of(turn_action: str | None, tool_calls: Sequence[Any], parser: str) ->
     itself are rebuilt from the turn's record for the ``tool_call`` parser)."""
     calls: tuple[ToolInvocation, ...] = ()
     if parser == "tool_call":
-        import json
-
-        calls = tuple(ToolInvocation(name=c.name, arguments=json.loads(c.arguments or "{}"), id=c.id)
-                      for c in tool_calls)
+        calls = tuple(ToolInvocation(name=c.name, arguments=_arguments(c.arguments), id=c.id) for c in tool_calls)
     return Generation(text=turn_action or "", token_ids=None, logprobs=None, finish_reason="stop", tool_calls=calls)
+
+
+def _arguments(raw: str | None) -> dict[str, Any]:
+    """A recorded call's arguments as the endpoint client decoded them (bad JSON kept as
+    ``_raw``, which the environment reports as an invalid action, as it did when recorded)."""
+    import json
+
+    try:
+        args = json.loads(raw) if raw and raw.strip() else {}
+    except ValueError:
+        return {"_raw": raw}
+    return args if isinstance(args, dict) else {"_raw": raw}
 
 
 def parser_of(t: Trajectory, spec: EnvSpec, override: str | None) -> str:
