@@ -50,7 +50,8 @@ def test_labels_replace_the_turn_rewards_they_hold(tmp_path: Path) -> None:
     eps = [_episode("a", "train/1", [("3", 0.0), ("5", 1.0)]), _episode("b", "train/1", [("3", 0.0), ("7", 0.0)]),
            _episode("c", "train/2", [("3", 0.0)])]
     cfg = tiny_config("algorithm.adv_estimator=center_mean", f"algorithm.process_rewards={tmp_path / 'lab'}")
-    samples, _ = compute_advantages(cfg, [Group(task=Task(id="t", split="train"), episodes=eps)], labels=labels)
+    samples, diag = compute_advantages(cfg, [Group(task=Task(id="t", split="train"), episodes=eps)], labels=labels)
+    assert diag["adv/label_frac"] == pytest.approx(3 / 5)
     # turn rewards: a = (0.375, 1.0) from the labels; b = (0.375 labelled, 0.0 the env's: ["3","7"] unlabelled);
     # c = (0.0: another task).  center_mean: r - mean(0.375, 1, 0.375, 0, 0) = r - 0.35
     got = [s.advantages for s in samples]
