@@ -360,3 +360,23 @@ def test_run_without_turns_and_bad_options_are_refused(tmp_path: Path, capsys: p
     assert "needs a model that gives log-probs" in capsys.readouterr().err
     assert main(["label", str(tmp_path / "r"), "--method", "bogus", "--policy", "random"]) == 1
     assert "mc, action-prob" in capsys.readouterr().err
+
+
+def test_action_prompted_thoughts_see_the_action(tmp_path: Path) -> None:
+    from rolloutlab.agent import ByteTokenizer
+
+    tok = ByteTokenizer()
+    _tok_dir(tok, tmp_path / "tok")
+    run = _hand_run(tmp_path / "run", ["<think>plan</think>5"])
+    with MockOpenAI(prompt_logprob=lambda prefix, token: -0.01 * len(prefix),
+                    complete=lambda ids: [*tok.encode("because"), tok.eos_token_id]) as m:
+        run_label(LabelConfig(run=run, out=tmp_path / "out", method="action-prob", policy=f"openai:{m.base_url}:m",
+                              tokenizer=tmp_path / "tok", g=2, action_prompted=True))
+        sampling = [b for b in m.bodies if not b.get("echo")]
+        scoring = [b for b in m.bodies if b.get("echo")]
+    assert len(sampling) == 2 and all("The action taken: 5" in tok.decode(b["prompt"]) for b in sampling)
+    # the whole reply is the thought, put in place of the recorded one, then the action scored
+    assert any(tok.decode(b["prompt"]).endswith("<think>because</think>5") for b in scoring)
+    (t,) = _labelled(tmp_path / "out")
+    lab = t.turns[0].extras["label"] if t.turns[0].extras else {}
+    assert lab["action_prompted"] is True and lab["g"] == 2
