@@ -213,8 +213,9 @@ async def action_prob_labels(item: Item, source: Source, config: LabelConfig, po
             messages=tuple(prompt), prompt_ids=tuple(tok.render(prompt, add_generation_prompt=True)),
             max_tokens=config.loop.max_tokens_per_turn, temperature=config.loop.temperature,
             top_p=config.loop.top_p, seed=_seed(config.seed, item.key, turn, g)))
-        parsed = parse(gen)
-        return parsed.thought if parsed.thought is not None and not config.action_prompted else gen.text.strip()
+        if config.action_prompted:  # the whole reply explains the action it was shown
+            return gen.text.strip()
+        return parse(gen).thought or ""  # a sample that wrote no thought contributes an empty one
 
     async def one(turn: int) -> dict[str, Any]:
         u = t.turns[turn]
