@@ -4,7 +4,8 @@
 ``tool_calls``), with per-token logprobs (one token per character; spelled ``token_id:N``
 when the request asks for vLLM's ``return_tokens_as_token_ids``).  ``/v1/completions``
 takes a prompt of token ids and answers with ``complete(prompt_ids)`` ids, returning
-``token_ids`` (vLLM ``return_token_ids``) and ``token_id:N`` logprob tokens.  Every
+``token_ids`` (vLLM ``return_token_ids``) and ``token_id:N`` logprob tokens; with
+``prompt_logprob`` set, an ``echo`` request also gets the prompt's log-probs first.  Every
 response waits ``latency_s`` first.  Faults are queued and consumed one per request:
 ``"500"`` (HTTP 500), ``"timeout"`` (never answers in time), ``"garbage"`` (HTTP 200, not
 JSON), ``"nochoices"`` (JSON without choices).
@@ -128,6 +129,13 @@ def make_app(mock: MockOpenAI) -> Any:
             "logprobs": {"tokens": [f"token_id:{i}" for i in ids], "token_logprobs": [-0.5] * len(ids),
                          "text_offset": list(range(len(ids))), "top_logprobs": None},
         }
+        if body.get("echo") and mock.prompt_logprob is not None:
+            # vLLM's echo: the prompt's tokens first (the first has no log-prob), then the completion's
+            lp = choice["logprobs"]
+            lp["tokens"] = [f"token_id:{i}" for i in prompt] + lp["tokens"]
+            lp["token_logprobs"] = [None, *(mock.prompt_logprob(prompt[:k], prompt[k]) for k in range(1, len(prompt))),
+                                    *lp["token_logprobs"]]
+            lp["text_offset"] = list(range(len(lp["tokens"])))
         if body.get("return_token_ids") and mock.token_ids_field:
             choice["token_ids"] = ids
         return {"id": f"cmpl-{mock.requests}", "object": "text_completion", "created": int(time.time()),
@@ -141,10 +149,14 @@ class MockOpenAI:
     """The server in a background thread; a context manager (started, then stopped)."""
 
     def __init__(self, *, answer: Answer = echo_answer, complete: Callable[[Sequence[int]], Sequence[int]] | None = None,
-                 latency_s: float = 0.0, model: str = "mock", hang_s: float = 30.0, token_ids_field: bool = True) -> None:
+                 latency_s: float = 0.0, model: str = "mock", hang_s: float = 30.0, token_ids_field: bool = True,
+                 prompt_logprob: Callable[[Sequence[int], int], float] | None = None) -> None:
         self.answer, self.latency_s, self.model, self.hang_s = answer, latency_s, model, hang_s
         self.complete = complete or (lambda ids: [])
         self.token_ids_field = token_ids_field
+        self.prompt_logprob = prompt_logprob
+        """``(prefix ids, token) -> log-prob`` of each prompt token for ``echo`` requests; ``None``:
+        echo is ignored (a server that gives no prompt log-probs)."""
         self.faults: list[str] = []
         self.bodies: list[dict[str, Any]] = []
         self.requests = 0

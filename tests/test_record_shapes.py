@@ -51,9 +51,13 @@ TURN_COLUMNS_NOT_FIELDS = {
 }
 FIELDS_NOT_COLUMNS = {
     ("Trajectory", "turns"): "one row per turn in the turns and texts tables (checked field by field as Turn)",
+    ("Turn", "extras"): "annotations of the run directory (a process-reward label's details, the environment reward "
+                        "it replaced); the store keeps the label's value as the turn's reward and the run's config "
+                        "says how it was labelled",
 }
 FIELDS_NOT_SINK_ARGUMENTS = {
     ("Turn", "turn_idx"): "a TurnData's position in add_trajectory's turns is its turn_idx",
+    ("Turn", "extras"): "not stored (see FIELDS_NOT_COLUMNS)",
 }
 AS_HANDED_TO_THE_SINK: dict[Any, Any] = {Turn: TurnData, ToolCall: dict[str, Any], TurnTokens: dict[str, Any]}
 """Records nested in a trajectory reach the sink as the sink's own light types."""
@@ -230,13 +234,14 @@ FULL = Trajectory(
     turns=[
         Turn(turn_idx=0, observation="guess", anchor_obs="start", thought="hm", action="call f", parsed_action="f(1)",
              tool_calls=[ToolCall(name="f", arguments='{"x": 1}', id="c0", result="ok")], action_valid=False,
-             reward=0.25, done=False, tokens=3, entropy=0.5, finish_reason="tool_calls",
+             reward=0.25, done=False, tokens=3, entropy=0.5, finish_reason="tool_calls", extras={"env_reward": 0.0},
              token_data=TurnTokens(ids=[7, 8, 2, 5], text=["call", " f", "", "ok"], loss_mask=[1, 1, 1, 0],
                                    logprobs=[-0.5, -1.25, -0.0625, 0.0], trainer_logprobs=[-0.5, -1.5, -0.125, 0.0],
                                    advantages=[0.5, 0.5, 0.5, 0.0], entropies=[1.0, 0.75, 0.25, 0.0])),
         Turn(turn_idx=1, observation="ok", anchor_obs="after f", thought="so", action="4", parsed_action="4",
              tool_calls=[ToolCall(name="g", arguments="{}", id="c1", result="done")], action_valid=True,
              reward=0.5, done=True, tokens=2, entropy=0.25, finish_reason="stop",
+             extras={"label": {"method": "mc", "value": 0.5}},
              token_data=TurnTokens(ids=[4, 2], text=["4", ""], loss_mask=[1, 1], logprobs=[-0.25, -0.5],
                                    trainer_logprobs=[-0.25, -0.5], advantages=[0.5, 0.5], entropies=[0.5, 0.5])),
     ],

@@ -14,7 +14,7 @@ from rolloutlab._lazy import lazy_exports
 if TYPE_CHECKING:
     from rolloutlab.agent._executor import EpisodeSpec, run_ray
     from rolloutlab.agent._hf import HFPolicy, save_model, suppress_mask, tiny_model, token_logprobs
-    from rolloutlab.agent._loop import EpisodeJob, run_episode, run_episodes
+    from rolloutlab.agent._loop import EpisodeJob, ReplayPrefix, run_episode, run_episodes
     from rolloutlab.agent._parsers import PARSERS, Parsed, format_hint, get_parser, parse_action
     from rolloutlab.agent._policies import (
         SCRIPTS,
@@ -65,7 +65,7 @@ _WHERE = {
     **dict.fromkeys(("HFPolicy", "save_model", "suppress_mask", "tiny_model", "token_logprobs"), "_hf"),
     **dict.fromkeys(("ByteTokenizer", "HFChatTokenizer", "WordTokenizer", "guess_number_tokenizer", "load_tokenizer"),
                     "_tokenizers"),
-    **dict.fromkeys(("EpisodeJob", "run_episode", "run_episodes"), "_loop"),
+    **dict.fromkeys(("EpisodeJob", "ReplayPrefix", "run_episode", "run_episodes"), "_loop"),
     **dict.fromkeys(("PARSERS", "Parsed", "format_hint", "get_parser", "parse_action"), "_parsers"),
     **dict.fromkeys(("SCRIPTS", "OpenAIPolicy", "PolicyError", "RandomPolicy", "ScriptedPolicy", "format_action",
                      "make_policy", "register_script"), "_policies"),
@@ -97,6 +97,7 @@ __all__ = [
     "Policy",
     "PolicyError",
     "RandomPolicy",
+    "ReplayPrefix",
     "ScriptedPolicy",
     "TinyModelConfig",
     "TokenSample",

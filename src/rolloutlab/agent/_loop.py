@@ -66,6 +66,9 @@ Failure semantics
   retry succeeded.  A prompt that no longer fits the model's context
   (:class:`~rolloutlab.errors.PromptTooLong`) is not retried: that episode alone ends as an
   error.  Episodes are never dropped and never scored 0 for a failure.
+- Replay: a recorded prefix (:class:`ReplayPrefix`) whose observations differ from the
+  recorded ones raises :class:`~rolloutlab.envs.ReplayDiverged` out of ``run_episode``
+  (never retried: a nondeterministic environment cannot be continued from a state).
 - Interrupts (SIGINT / SIGTERM, :class:`~rolloutlab.errors.Interrupted`) are never caught
   here: they stop the run.
 
@@ -80,6 +83,7 @@ nothing).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import math
 import time
@@ -104,13 +108,36 @@ from rolloutlab.envs import (
     StepResult,
     Task,
     ToolInvocation,
+    check_observation,
+    observation_text,
     termination_of,
 )
 from rolloutlab.errors import PromptTooLong
 from rolloutlab.outcomes import rule_for_range
 from rolloutlab.schema import ToolCall, Trajectory, Turn
 
-__all__ = ["EpisodeJob", "LoopConfig", "run_episode", "run_episodes"]
+__all__ = ["EpisodeJob", "LoopConfig", "ReplayPrefix", "run_episode", "run_episodes"]
+
+
+@dataclass(frozen=True)
+class ReplayPrefix:
+    """Recorded turns played back before the policy takes over: an episode continued from
+    the middle (Monte-Carlo step values, ``rolloutlab label --method mc``).
+
+    The environment is reset on the recorded ``(task, seed)`` and stepped with the actions
+    parsed from the recorded replies, exactly as the loop did when it recorded them; the
+    observation before each replayed turn is checked against the recorded one and the first
+    difference raises :class:`~rolloutlab.envs.ReplayDiverged` (not retried: the
+    environment, not the attempt, is at fault).  With a tokenizer, a replayed reply's ids
+    are the chat template's rendering of its text (log-prob 0.0: it was not sampled here)."""
+
+    replies: tuple[Generation, ...]
+    """Each recorded reply (its text, and the tool calls an endpoint parsed, if any)."""
+    observations: tuple[str | None, ...]
+    """``Turn.observation`` of each replayed turn (``None``: not checked)."""
+    sample_seed: int | None = None
+    """Seeds the policy's sampling after the prefix (each continuation its own), in place
+    of the episode seed, which stays the environment's reset seed."""
 
 
 @dataclass(frozen=True)
@@ -128,6 +155,8 @@ class EpisodeJob:
     group_id: str | None = None
     sample_idx: int | None = None
     policy_version: int | None = None
+    prefix: ReplayPrefix | None = None
+    """Recorded turns to play back before the policy acts (see :class:`ReplayPrefix`)."""
 
 
 class _EnvFailure(Exception):
@@ -213,8 +242,7 @@ def _clean(text: str) -> str:
     return text.encode("utf-8", "replace").decode("utf-8") if not text.isascii() else text
 
 
-def _joined(messages: Sequence[Message]) -> str:
-    return "\n".join(_clean(str(m.get("content", ""))) for m in messages)
+_joined = observation_text  # Turn.observation: the one definition, shared with envs' replay check
 
 
 def _turn_seed(seed: int | None, turn: int) -> int | None:
@@ -258,8 +286,11 @@ class _State:
 class _Episode:
     """Runs one attempt of one episode; the caller owns retries and the record."""
 
-    def __init__(self, env: Env, policy: Policy, task: Task, seed: int | None, config: LoopConfig) -> None:
+    def __init__(self, env: Env, policy: Policy, task: Task, seed: int | None, config: LoopConfig,
+                 prefix: ReplayPrefix | None = None) -> None:
         self.env, self.policy, self.task, self.seed, self.config = env, policy, task, seed, config
+        self.prefix = prefix
+        self.sample_seed = prefix.sample_seed if prefix is not None and prefix.sample_seed is not None else seed
         spec: EnvSpec = env.spec
         self.max_turns = config.max_turns or spec.max_turns
         self.parser_name = config.parser or spec.action_format
@@ -315,14 +346,19 @@ class _Episode:
             st.tokens = TokenTrack(self.policy.tokenizer, history)
         seen, anchor, admissible = list(history), obs.anchor, obs.info.available_actions
         for t in range(self.max_turns):
-            request = GenerateRequest(
-                messages=tuple(history), prompt_ids=st.tokens.prompt() if st.tokens else None,
-                max_tokens=self.config.max_tokens_per_turn, temperature=self.config.temperature,
-                top_p=self.config.top_p, tools=self.tools, seed=_turn_seed(self.seed, t),
-                available_actions=tuple(admissible) if admissible is not None else None,
-            )
             t0 = time.perf_counter()
-            gen = await self._generate(request)
+            if self.prefix is not None and t < len(self.prefix.replies):
+                expected = self.prefix.observations[t] if t < len(self.prefix.observations) else None
+                check_observation(self.env.spec.id, self.task.id, t, expected, _joined(seen))
+                gen = self._replayed(self.prefix.replies[t], history)
+            else:
+                request = GenerateRequest(
+                    messages=tuple(history), prompt_ids=st.tokens.prompt() if st.tokens else None,
+                    max_tokens=self.config.max_tokens_per_turn, temperature=self.config.temperature,
+                    top_p=self.config.top_p, tools=self.tools, seed=_turn_seed(self.sample_seed, t),
+                    available_actions=tuple(admissible) if admissible is not None else None,
+                )
+                gen = await self._generate(request)
             policy_s = time.perf_counter() - t0
             if st.tokens is not None:
                 assert gen.token_ids is not None and gen.logprobs is not None  # _check_generation
@@ -346,6 +382,17 @@ class _Episode:
         if st.env_reward is not None and not lo - 1e-9 <= st.env_reward <= hi + 1e-9:  # env check's tolerance
             raise _EnvFailure(f"env.step rewards sum to {st.env_reward:g}, outside the declared reward_range "
                               f"{self.env.spec.reward_range}")
+
+    def _replayed(self, reply: Generation, history: Sequence[Message]) -> Generation:
+        """A recorded reply as this run's generation: with a tokenizer, the ids the template
+        gives its text after the generation prompt (so the running ids stay the template's)."""
+        tok = self.policy.tokenizer
+        if tok is None:
+            return dataclasses.replace(reply, token_ids=None, logprobs=None)
+        before = tok.render(history, add_generation_prompt=True)
+        after = tok.render([*history, _assistant_message(reply)], add_generation_prompt=False)
+        ids = tuple(after[len(before):])
+        return dataclasses.replace(reply, token_ids=ids, logprobs=(0.0,) * len(ids))
 
     async def _act(self, parsed: Parsed) -> tuple[list[Message], float | None, bool, list[StepResult]]:
         """Step the environment with the parsed actions (not at all when there are none)."""
@@ -457,6 +504,7 @@ async def run_episode(
     group_id: str | None = None,
     sample_idx: int | None = None,
     policy_version: int | None = None,
+    prefix: ReplayPrefix | None = None,
 ) -> Episode:
     """Run one episode; never raises for environment or policy failures (see the module
     docstring): a failed episode comes back with ``termination = "error"``, ungraded."""
@@ -472,7 +520,7 @@ async def run_episode(
             attempt_errors.append(f"env factory raised {type(e).__name__}: {_clean(str(e))[:300]}")
             continue
         try:
-            runner = _Episode(env, policy, task, seed, config)
+            runner = _Episode(env, policy, task, seed, config, prefix)
             env_id = env.spec.id
             await runner.run()
             error = None
@@ -569,7 +617,7 @@ async def run_episodes(
             ep = await run_episode(
                 job.env_factory, policy, job.task, config=config, seed=job.seed, step=job.step,
                 traj_id=job.traj_id, group_id=job.group_id, sample_idx=job.sample_idx,
-                policy_version=job.policy_version,
+                policy_version=job.policy_version, prefix=job.prefix,
             )
         if progress is not None:
             progress(ep)

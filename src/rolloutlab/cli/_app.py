@@ -62,7 +62,7 @@ def _group() -> None:
     pass
 
 
-_MODULES = ("analyze", "check_store", "demo", "env", "env_serve", "eval", "ingest", "report", "runs", "serve",
+_MODULES = ("analyze", "check_store", "demo", "env", "env_serve", "eval", "ingest", "label", "report", "runs", "serve",
             "show", "sql", "train", "watch")
 """One module per command, in the order the help lists them; env_serve adds `env serve`
 to the env sub-app."""
@@ -83,6 +83,7 @@ def _register(argv: Sequence[str] | None = None) -> None:
 
 _AFTER_INTERRUPT = {
     "eval": "finished episodes are kept; run the same command again to resume",
+    "label": "labelled trajectories are kept; run the same command again to resume",
     "train": "completed steps are kept; continue from the last checkpoint with `rolloutlab train --resume RUN_DIR`",
     "demo": "run `rolloutlab demo` again to start over",
     "env": "environment sessions were closed",

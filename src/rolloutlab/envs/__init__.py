@@ -30,6 +30,15 @@ from rolloutlab.envs._registry import (
     make_env,
     register_env,
 )
+from rolloutlab.envs._replay import (
+    NotReplayable,
+    ReplayDiverged,
+    ReplayResult,
+    SnapshotEnv,
+    check_observation,
+    observation_text,
+    replay,
+)
 from rolloutlab.envs._tools import ToolResult, call_tool, tool_message, tool_schema
 
 __all__ = [
@@ -42,7 +51,11 @@ __all__ = [
     "EnvSpec",
     "Info",
     "Message",
+    "NotReplayable",
     "Observation",
+    "ReplayDiverged",
+    "ReplayResult",
+    "SnapshotEnv",
     "StepResult",
     "Task",
     "ToolInvocation",
@@ -51,12 +64,15 @@ __all__ = [
     "acheck_env",
     "call_tool",
     "check_env",
+    "check_observation",
     "get_env_spec",
     "info_to_json",
     "known_envs",
     "make_env",
     "missing_requirements",
+    "observation_text",
     "register_env",
+    "replay",
     "termination_of",
     "tool_message",
     "tool_schema",

@@ -180,6 +180,11 @@ class EnvSpec:
     original: str | None = None
     """The benchmark or code it follows, with the version (``WebShop master 64fa2a5``);
     ``None`` for an environment of its own."""
+    replayable: bool = True
+    """Resetting on the same ``(task, seed)`` and stepping the recorded actions brings the
+    environment back to any recorded state (what ``check_env``'s ``determinism`` checks);
+    ``rolloutlab label --method mc`` continues episodes from such states.  ``False`` for an
+    environment that cannot promise it (a live website): it is refused there with a message."""
     comparable: bool = False
     """Whether its scores are comparable to the original's published ones (same tasks, same
     scoring).  ``rolloutlab env list`` shows it next to ``original``."""

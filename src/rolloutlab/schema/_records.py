@@ -111,6 +111,9 @@ class Turn(_Record):
     token_data: TurnTokens | None = Field(
         default=None, description="The turn's tokens, loss mask, log-probs and advantages (written when the loop records "
                           "tokens; see TurnTokens).")
+    extras: dict[str, Any] | None = Field(
+        default=None, description="Per-turn annotations, e.g. a process-reward label (`label`) and the environment's own "
+        "reward it replaced (`env_reward`), written by `rolloutlab label`.")
 
     @field_validator("reward", "entropy")
     @classmethod

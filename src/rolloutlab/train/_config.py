@@ -208,6 +208,11 @@ class AlgorithmConfig:
     ungraded episode is never scored 0."""
     max_retries: int = 1
     """Retries of a failed group."""
+    process_rewards: str | None = None
+    """A labelled run directory (``rolloutlab label --out DIR``): a turn whose task and
+    replies so far match a labelled turn there takes that label as its reward in the per-turn
+    estimators; other turns keep the environment's (``docs/process-rewards.md``).  ``None``:
+    the environment's rewards only."""
 
 
 @dataclass(frozen=True)
@@ -366,6 +371,11 @@ class TrainConfig:
             raise ConfigError(
                 f"algorithm.adv_estimator={a.adv_estimator} needs rollout.n >= {spec.min_n} ({spec.singleton}); "
                 f"set rollout.n={spec.min_n} or more, or use reinforce_pp_baseline"
+            )
+        if a.process_rewards and spec.unit == "trajectory":
+            raise ConfigError(
+                f"algorithm.process_rewards needs a per-turn estimator (per_turn_norm, center_mean_std, center_mean, "
+                f"std_sum, gigpo); algorithm.adv_estimator={a.adv_estimator} uses the episode reward only"
             )
         if r.tasks_per_step % act.mini_batches:
             raise ConfigError(

@@ -33,6 +33,7 @@ from rolloutlab.agent import TOKEN_DIGITS, Episode, turn_positions
 from rolloutlab.envs import Task
 from rolloutlab.outcomes import is_zero_variance
 from rolloutlab.train._config import TrainConfig
+from rolloutlab.train._process_labels import ProcessLabels, process_key
 
 __all__ = ["Group", "TaskSampler", "TrainSample", "compute_advantages", "record_token_data", "zero_variance"]
 
@@ -167,11 +168,14 @@ def record_token_data(groups: Sequence[Group], samples: Sequence[TrainSample]) -
 
 
 def compute_advantages(
-    cfg: TrainConfig, groups: Sequence[Group], *, reward_shift: Sequence[float] | None = None
+    cfg: TrainConfig, groups: Sequence[Group], *, reward_shift: Sequence[float] | None = None,
+    labels: ProcessLabels | None = None,
 ) -> tuple[list[TrainSample], dict[str, float]]:
     """Advantages of every episode's tokens; ``reward_shift`` (one per episode, in order)
-    is added to the episode reward first (the KL-in-reward penalty).  Returns the samples
-    and a few diagnostics (``adv/mean``, ``adv/abs_mean``, ``adv/zero_frac``, ``adv/std``)."""
+    is added to the episode reward first (the KL-in-reward penalty); ``labels``
+    (``algorithm.process_rewards``) replace the per-turn rewards of the turns they hold.
+    Returns the samples and a few diagnostics (``adv/mean``, ``adv/abs_mean``,
+    ``adv/zero_frac``, ``adv/std``; ``adv/label_frac`` with ``labels``)."""
     a = cfg.algorithm
     est = a.adv_estimator
     eps_list: list[Episode] = [e for g in groups for e in g.episodes]
@@ -185,6 +189,7 @@ def compute_advantages(
     params = algos.EstimatorParams(norm_std=a.norm_adv_by_std, gamma=a.gamma, omega=a.gigpo_omega,
                                    gigpo_mode=a.gigpo_mode, gigpo_episode_stats=a.gigpo_episode_stats)
     per_turn: list[list[float]]  # advantage of each turn of each episode
+    label_frac = 0.0  # share of the turns whose reward is a process label (algorithm.process_rewards)
     if spec.unit == "trajectory":
         adv = algos.estimate_advantages(est, algos.AdvantageBatch(rewards, gid, response_tokens=tokens), params)
         per_turn = [[float(adv[i])] * max(1, len(e.trajectory.turns)) for i, e in enumerate(eps_list)]
@@ -193,9 +198,17 @@ def compute_advantages(
         t_traj: list[int] = []
         t_idx: list[int] = []
         t_anchor: list[str | None] = []
+        n_labelled = 0
         for i, e in enumerate(eps_list):
             tr = _turn_rewards(e)
             recs = e.trajectory.turns
+            if labels is not None:
+                replies = [u.action for u in recs]
+                for t in range(len(tr)):
+                    label = labels.get(process_key(e.trajectory.task_id, replies[: t + 1]))
+                    if label is not None:
+                        tr[t] = label
+                        n_labelled += 1
             if reward_shift is not None and tr:
                 tr[-1] += float(reward_shift[i])  # the penalty lands on the last turn
             for t, r in enumerate(tr):
@@ -208,6 +221,8 @@ def compute_advantages(
             turn_idx=np.array(t_idx, dtype=np.intp), turn_rewards=np.array(t_rew, dtype=np.float64),
             anchors=np.array(t_anchor, dtype=object),
         )
+        if labels is not None:
+            label_frac = n_labelled / len(t_rew) if t_rew else 0.0
         flat = algos.estimate_advantages(est, batch, params)
         per_turn = [[] for _ in eps_list]
         for k, i in enumerate(t_traj):
@@ -243,4 +258,6 @@ def compute_advantages(
         "adv/zero_frac": float(np.mean(np.abs(arr) <= 1e-9)),
         "adv/std": float(arr.std()),  # the doctor's advantage spread (advantage_collapse)
     }
+    if labels is not None and spec.unit != "trajectory":
+        diag["adv/label_frac"] = label_frac
     return samples, diag

@@ -84,6 +84,7 @@ from rolloutlab.train._parallel import (
     unwrap,
     wrap,
 )
+from rolloutlab.train._process_labels import load_process_labels
 from rolloutlab.train._update import Updater, reference_model
 
 __all__ = ["TrainResult", "Trainer", "horizon_at", "train"]
@@ -155,6 +156,9 @@ class Trainer:
     def __init__(self, cfg: TrainConfig, run_dir: str | Path, *, resume: bool = False, progress: bool | None = None) -> None:
         self.cfg = cfg
         self.run_dir = Path(run_dir)
+        self.process_labels = (load_process_labels(cfg.algorithm.process_rewards)
+                               if cfg.algorithm.process_rewards else None)
+        """Step labels replacing per-turn rewards (``algorithm.process_rewards``), read once."""
         self.show_progress = cfg.logging.progress if progress is None else progress
         check_loggers(wandb=cfg.logging.wandb)  # before the run directory is written
         if cfg.model.device == "cpu":
@@ -493,7 +497,7 @@ class Trainer:
         rollout_s = time.perf_counter() - t0
         gen_s = self.policy.gen_seconds - gen0
         n_eps = sum(len(g.episodes) for g in groups)
-        samples, adv_diag = compute_advantages(cfg, groups) if groups else ([], {})
+        samples, adv_diag = compute_advantages(cfg, groups, labels=self.process_labels) if groups else ([], {})
         upd: dict[str, float] = {}
         has_data = bool(samples) and any(any(s.loss_mask) for s in samples)
         if self.distributed:  # every rank trains, or none (the update is a collective)
@@ -502,7 +506,7 @@ class Trainer:
             has_data = bool(flag.item())
         if has_data and cfg.actor.kl_coef > 0 and cfg.actor.kl_in == "reward":
             shift = self.updater.kl_reward_penalty(samples, n_eps)
-            samples, adv_diag = compute_advantages(cfg, groups, reward_shift=shift)
+            samples, adv_diag = compute_advantages(cfg, groups, reward_shift=shift, labels=self.process_labels)
             upd["actor/kl_in_reward"] = -float(np.mean(shift)) / cfg.actor.kl_coef
         if has_data:
             upd.update(self.updater.update(samples, kl_in_reward=cfg.actor.kl_in == "reward"))

@@ -166,6 +166,14 @@ class GuessNumberEnv:
             ),
         )
 
+    def snapshot(self) -> tuple[int | None, int, int, int, bool]:
+        """The episode's whole state (the optional :class:`~rolloutlab.envs.SnapshotEnv` hook)."""
+        return (self._target, self._lo, self._hi, self._turn, self._done)
+
+    def restore(self, state: tuple[int | None, int, int, int, bool]) -> None:
+        """Put back a state taken by :meth:`snapshot`."""
+        self._target, self._lo, self._hi, self._turn, self._done = state
+
     async def close(self) -> None:
         self._target = None
 
