@@ -149,19 +149,22 @@ def save_hf_tokenizer(tok: WordTokenizer | ByteTokenizer, directory: str | Path)
 
 def save_generation_config(directory: str | Path, tok: Any, *, max_new_tokens: int, temperature: float,
                            top_p: float) -> None:
-    """Write ``generation_config.json``: the run's token cap per turn, sampling, stop and
-    suppressed ids (module docstring)."""
+    """Write ``generation_config.json``: the run's token cap per turn and sampling; for a tiny
+    tokenizer also its stop, padding and suppressed ids (module docstring).  A model's own
+    file (``save_pretrained`` wrote it: a real model's stop ids) is kept and updated."""
     from transformers import GenerationConfig
 
+    d = Path(directory)
+    g = GenerationConfig.from_pretrained(str(d)) if (d / "generation_config.json").is_file() else GenerationConfig()
     sample = temperature > 0
-    suppress = [int(i) for i in getattr(tok, "suppress_ids", ())]
-    g = GenerationConfig(
-        max_new_tokens=max_new_tokens, do_sample=sample, temperature=temperature if sample else None,
-        top_p=top_p if sample else None, top_k=0 if sample else None,
-        eos_token_id=int(tok.eos_token_id), pad_token_id=int(getattr(tok, "pad_token_id", tok.eos_token_id)),
-        bos_token_id=None, suppress_tokens=suppress or None,
-    )
-    g.save_pretrained(str(directory))
+    g.update(max_new_tokens=max_new_tokens, do_sample=sample, temperature=temperature if sample else None,
+             top_p=top_p if sample else None, top_k=0 if sample else None)
+    if isinstance(tok, WordTokenizer | ByteTokenizer):
+        g.update(eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, bos_token_id=None,
+                 suppress_tokens=list(tok.suppress_ids))
+    elif g.eos_token_id is None:
+        g.update(eos_token_id=int(tok.eos_token_id))
+    g.save_pretrained(str(d))
 
 
 def generation_settings(directory: str | Path) -> dict[str, float | int]:

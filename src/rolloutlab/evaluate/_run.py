@@ -39,6 +39,7 @@ from rolloutlab.agent import (
     EpisodeSpec,
     LoopConfig,
     get_parser,
+    generation_settings,
     make_policy,
     run_episodes,
     run_ray,
@@ -46,12 +47,7 @@ from rolloutlab.agent import (
 from rolloutlab.envs import Task, get_env_spec
 from rolloutlab.evaluate._checkpoints import find_checkpoints
 from rolloutlab.evaluate._config import IDENTITY_FIELDS, EvalConfig
-from rolloutlab.evaluate._summary import (
-    INVALID_WARN_RATE,
-    invalid_action_rate,
-    successes,
-    summarize,
-)
+from rolloutlab.evaluate._summary import LOST_WARN_RATE, successes, summarize
 from rolloutlab.io import InputError, RolloutlabError, RunWriter, read_run, read_trajectories
 from rolloutlab.schema import EvalSummary, Run, Trajectory
 
@@ -86,6 +82,8 @@ class Progress:
     solved: int = 0
     reward_sum: float = 0.0
     errors: int = 0
+    running: int = 0
+    """Episodes under way (at most ``--concurrency``): requests in flight while ``done`` stays."""
 
     def add(self, t: Trajectory, solved: bool | None) -> None:
         self.done += 1
@@ -99,9 +97,10 @@ class Progress:
 
     def line(self) -> str:
         name = self.checkpoint[:16]
+        running = f" run {self.running}" if self.running else ""
         if not self.graded:
-            return f"{name} errors {self.errors}"
-        return (f"{name} success {self.solved / self.graded:.2f} "
+            return f"{name}{running} errors {self.errors}"
+        return (f"{name}{running} success {self.solved / self.graded:.2f} "
                 f"reward {self.reward_sum / self.graded:.2f} err {self.errors}")
 
 
@@ -110,6 +109,18 @@ def targets(config: EvalConfig) -> list[Target]:
         return [Target(c.name, c.step, f"hf:{c.path}", f"hf:{c.name}") for c in find_checkpoints(config.checkpoints)]
     assert config.policy is not None
     return [Target("policy", None, config.policy, config.policy)]
+
+
+def target_loop(config: EvalConfig, target: Target, loop: LoopConfig) -> tuple[LoopConfig, bool]:
+    """The loop settings ``target`` is sampled with: an ``hf:`` model's own generation settings
+    (``generation_config.json``) in place of the ones not given explicitly, unless
+    ``config.checkpoint_generation`` is off; and whether the token cap is the model's own."""
+    if not (config.checkpoint_generation and target.policy.startswith("hf:")):
+        return loop, False
+    own = generation_settings(target.policy[3:])
+    use = {k: v for k, v in own.items() if k not in config.given}
+    out = dataclasses.replace(loop, **use) if use else loop
+    return out, own.get("max_tokens_per_turn") == out.max_tokens_per_turn
 
 
 def _identity(config: EvalConfig) -> dict[str, Any]:
@@ -201,10 +212,17 @@ def _tasks(config: EvalConfig) -> tuple[list[Task], str]:
 async def _run_target(config: EvalConfig, target: Target, specs: list[EpisodeSpec], loop: LoopConfig,
                       parser: str, sink: BinaryIO, prog: Progress,
                       on_progress: Callable[[Progress], None] | None) -> list[Episode]:
+    left = len(specs)
+    prog.running = min(loop.concurrency, left)
+
     def done(ep: Episode) -> None:
+        nonlocal left
         t = ep.trajectory
         sink.write(orjson.dumps(t.model_dump(mode="json", exclude_none=True)) + b"\n")  # one complete line
         sink.flush()
+        left -= 1
+        # run_episodes keeps ``concurrency`` episodes under way while any is waiting to start
+        prog.running = min(loop.concurrency, left)
         prog.add(t, successes([t])[0])
         if on_progress is not None:
             on_progress(prog)
@@ -218,16 +236,28 @@ async def _run_target(config: EvalConfig, target: Target, specs: list[EpisodeSpe
         await policy.close()
 
 
-def _warn_if_mostly_invalid(checkpoint: str, trajs: list[Trajectory], parser: str) -> None:
-    """A run whose actions were mostly unreadable or refused scores the format, not the task."""
-    rate = invalid_action_rate(trajs)
-    if rate is not None and rate > INVALID_WARN_RATE:
+def _warn_if_mostly_lost(summary: EvalSummary, parser: str, own_cap: bool) -> None:
+    """Say so when the rewards mostly measure the action format or the token cap, not the task:
+    more than :data:`LOST_WARN_RATE` of the turns invalid, or cut at the token cap (unless the
+    cap is the checkpoint's own, which its run trained with: the demo's one-token replies)."""
+    rate = summary.invalid_action_rate
+    if rate is not None and rate > LOST_WARN_RATE:
         warnings.warn(
-            f"{checkpoint}: {rate:.0%} of the turns had an invalid action (the parser {parser!r} could "
+            f"{summary.checkpoint}: {rate:.0%} of the turns had an invalid action (the parser {parser!r} could "
             "not read the reply, or the environment refused it), so the rewards mostly measure the "
             "action format. Read a few turns in eval/*/episodes.jsonl; if the replies look right, "
             "pick the parser that matches the policy's output with --parser (e.g. hermes for "
             "<tool_call> blocks in text).",
+            UserWarning,
+            stacklevel=3,
+        )
+    cut = summary.length_cut_rate
+    if cut is not None and cut > LOST_WARN_RATE and not own_cap:
+        warnings.warn(
+            f"{summary.checkpoint}: {cut:.0%} of the replies were cut at the token cap "
+            f"({summary.max_tokens_per_turn} tokens per turn) before the model ended them, so the "
+            "actions are mostly truncated text. Give the cap the policy was trained with (--max-tokens), "
+            "or let a checkpoint's generation_config.json set it (--checkpoint-generation).",
             UserWarning,
             stacklevel=3,
         )
@@ -238,7 +268,7 @@ def run_eval(config: EvalConfig, *, on_progress: Callable[[Progress], None] | No
     summary per checkpoint, in step order."""
     tasks, parser = _tasks(config)
     tgts = targets(config)
-    loop = dataclasses.replace(config.loop, parser=parser)
+    base = dataclasses.replace(config.loop, parser=parser)
     config.out.mkdir(parents=True, exist_ok=True)
     run, keep_status = _open_run(config)
     writer = RunWriter(config.out, run)
@@ -248,6 +278,7 @@ def run_eval(config: EvalConfig, *, on_progress: Callable[[Progress], None] | No
         for target in tgts:
             d = config.out / "eval" / target.name
             d.mkdir(parents=True, exist_ok=True)
+            loop, own_cap = target_loop(config, target, base)
             specs = _specs(config, tasks, target.step)
             done = _load_done(d)
             todo = [s for s in specs if s.traj_id not in done]
@@ -267,10 +298,11 @@ def run_eval(config: EvalConfig, *, on_progress: Callable[[Progress], None] | No
                     done[ep.trajectory.traj_id] = ep.trajectory
             trajs = [done[s.traj_id] for s in specs]
             summary = summarize(target.name, target.step, trajs, config.ks, env=config.env, policy=target.label,
-                                split=config.split, samples=config.samples)
+                                split=config.split, samples=config.samples,
+                                max_tokens_per_turn=loop.max_tokens_per_turn, temperature=loop.temperature)
             writer.write_eval(target.name, trajs, summary)
             (d / PARTIAL).unlink(missing_ok=True)
-            _warn_if_mostly_invalid(target.name, trajs, parser)
+            _warn_if_mostly_lost(summary, parser, own_cap)
             summaries.append(summary)
         ok = True
     finally:

@@ -25,6 +25,9 @@ field                   definition (numpy) — SQL rendering in :func:`step_sql`
                         the trajectories that record both; null when they took no turn
 ======================  ===========================================================================
 
+Per turn, beside the row: :func:`length_cut_rate`, the share of generated turns that stopped at
+the token cap (the trainer's ``response_length/clip_ratio``, ``eval``'s ``summary.json``).
+
 A figure over nothing (no graded trajectory, …) is null — NaN in numpy and pandas, ``None`` in
 JSON — never 0.  The trainer logs these under :data:`METRIC_NAMES`.
 """
@@ -32,7 +35,7 @@ JSON — never 0.  The trainer logs these under :data:`METRIC_NAMES`.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any
 
@@ -113,6 +116,14 @@ def _known_mean(a: Values) -> float | None:
 
 Values = Sequence[Any] | npt.NDArray[Any]
 """Per-rollout values: a list (None for unknown) or an array (NaN for unknown)."""
+
+
+def length_cut_rate(turn_tokens: Iterable[int | None], max_tokens: int) -> float | None:
+    """Share of turns whose generated token count reached ``max_tokens`` (the per-turn cap):
+    verl's ``response_length/clip_ratio``, per turn (each turn is one generation).  Turns that
+    record no count are left out; ``None`` when none records one."""
+    counts = [c for c in turn_tokens if c is not None]
+    return sum(c >= max_tokens for c in counts) / len(counts) if counts else None
 
 
 def step_outcome(
