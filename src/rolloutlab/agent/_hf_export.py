@@ -12,6 +12,9 @@ weights it holds
   <eos>`` per message and ``<assistant>`` for a reply, so that
   ``apply_chat_template(messages, add_generation_prompt=True)`` gives the ids the agent loop
   builds (tested over multi-turn conversations);
+- ``tokenizer_config.json``'s ``response_template``: a reply is the text after ``<assistant>``
+  up to ``<eos>`` (how ``transformers serve`` reads a reply back; it would otherwise apply
+  Qwen's by the model type and return the prompt's text with the reply);
 - ``generation_config.json`` — the run's sampling settings: ``max_new_tokens`` (the token
   cap per turn), ``temperature`` / ``top_p`` (greedy when the temperature is 0), the stop id
   (``eos_token_id``), and ``suppress_tokens``: padding and the role markers, which the
@@ -28,6 +31,9 @@ does): then, without ``trust_remote_code``, ``tokenizer.json`` is loaded as writ
 it, the three-line ``tokenization_rolloutlab.py`` written beside it (a plain
 ``PreTrainedTokenizerFast``) is.  Either way the pipeline is ours.
 
+Decoding is exact for bytes; for words a Hugging Face decode puts a space between every two
+pieces (``WordTokenizer.decode`` writes consecutive digits together).
+
 Caveat shared with every chat template: content holding a marker's literal text
 (``<|user|>``) is read as that marker by a Hugging Face tokenizer, while the tiny tokenizers
 encode it as text.
@@ -36,6 +42,7 @@ encode it as text.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -129,9 +136,14 @@ def hf_tokenizer(tok: WordTokenizer | ByteTokenizer) -> Any:
     extra: dict[str, Any] = {}
     if isinstance(tok, WordTokenizer) and tok.unk_id is not None:
         extra["unk_token"] = names[tok.unk_id]
+    assistant, eos = names[tok.role_ids["assistant"]], names[tok.eos_token_id]
+    # how a server reads a reply back (transformers serve's parse_response): the text after the
+    # assistant marker, up to the end-of-reply id; without it serve picks Qwen's by model type
+    response = {"defaults": {"role": "assistant"}, "start_anchor": assistant,
+                "fields": {"content": {"close_pattern": re.escape(eos), "content": "text"}}}
     return PreTrainedTokenizerFast(
-        tokenizer_object=backend, eos_token=names[tok.eos_token_id], pad_token=names[tok.pad_token_id],
-        chat_template=_template(tok, names), model_max_length=1 << 30, **extra,
+        tokenizer_object=backend, eos_token=eos, pad_token=names[tok.pad_token_id],
+        chat_template=_template(tok, names), model_max_length=1 << 30, response_template=response, **extra,
     )
 
 
@@ -157,6 +169,7 @@ def save_generation_config(directory: str | Path, tok: Any, *, max_new_tokens: i
     d = Path(directory)
     g = GenerationConfig.from_pretrained(str(d)) if (d / "generation_config.json").is_file() else GenerationConfig()
     sample = temperature > 0
+    g._from_model_config = False  # stated by the run, not derived from config.json
     g.update(max_new_tokens=max_new_tokens, do_sample=sample, temperature=temperature if sample else None,
              top_p=top_p if sample else None, top_k=0 if sample else None)
     if isinstance(tok, WordTokenizer | ByteTokenizer):

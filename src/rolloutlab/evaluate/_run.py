@@ -213,7 +213,6 @@ async def _run_target(config: EvalConfig, target: Target, specs: list[EpisodeSpe
                       parser: str, sink: BinaryIO, prog: Progress,
                       on_progress: Callable[[Progress], None] | None) -> list[Episode]:
     left = len(specs)
-    prog.running = min(loop.concurrency, left)
 
     def done(ep: Episode) -> None:
         nonlocal left
@@ -288,6 +287,7 @@ def run_eval(config: EvalConfig, *, on_progress: Callable[[Progress], None] | No
                     t = done[s.traj_id]
                     prog.add(t, successes([t])[0])
             prog.resumed = prog.done
+            prog.running = min(loop.concurrency, len(todo))
             if on_progress is not None:
                 on_progress(prog)
             if todo:
