@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from rolloutlab.agent import (  # noqa: E402
+from rolloutlab.agent import (
     ByteTokenizer,
     LoopConfig,
     TinyModelConfig,

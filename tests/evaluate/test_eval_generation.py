@@ -16,9 +16,15 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from rolloutlab.agent import LoopConfig, TinyModelConfig, guess_number_tokenizer, save_model, tiny_model  # noqa: E402
-from rolloutlab.cli import main  # noqa: E402
-from rolloutlab.evaluate import EvalConfig, Progress, run_eval  # noqa: E402
+from rolloutlab.agent import (
+    LoopConfig,
+    TinyModelConfig,
+    guess_number_tokenizer,
+    save_model,
+    tiny_model,
+)
+from rolloutlab.cli import main
+from rolloutlab.evaluate import EvalConfig, Progress, run_eval
 
 ENV = "guess-number-v0"
 SHAPE = TinyModelConfig(hidden_size=16, num_layers=1, num_heads=2, intermediate_size=16, max_positions=512)
@@ -89,6 +95,7 @@ def test_a_checkpoint_served_by_transformers_serve_scores_as_hf(tmp_path: Path) 
     plays every episode as ``hf:`` does, greedily."""
     pytest.importorskip("fastapi")
     pytest.importorskip("uvicorn")
+    pytest.importorskip("openai")  # transformers serve answers with its types
     ck = _checkpoint(tmp_path / "step_000002", max_tokens_per_turn=1, temperature=0.0)
     port = _free_port()
     cli = Path(sys.executable).parent / "transformers"

@@ -116,7 +116,15 @@ def _template(tok: WordTokenizer | ByteTokenizer, names: list[str]) -> str:
 
 def hf_tokenizer(tok: WordTokenizer | ByteTokenizer) -> Any:
     """A ``PreTrainedTokenizerFast`` that encodes text and renders chats as ``tok`` does."""
-    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
+    from tokenizers import (
+        AddedToken,
+        Regex,
+        Tokenizer,
+        decoders,
+        models,
+        normalizers,
+        pre_tokenizers,
+    )
     from transformers import PreTrainedTokenizerFast
 
     names = _names(tok)

@@ -33,17 +33,13 @@ def _eval(settings: dict[str, Any], *, json_: bool, ctx: typer.Context) -> None:
         TimeElapsedColumn,
         TimeRemainingColumn,
     )
-
-    from typer._click.core import ParameterSource
-
-    from rolloutlab.agent import from_flat
-    from rolloutlab.agent._hf_export import GENERATION_FIELDS
+    from rolloutlab.agent import GENERATION_FIELDS, from_flat
     from rolloutlab.evaluate import Progress as EvalProgress
     from rolloutlab.evaluate import run_eval
 
     # the sampling flags given on the command line win over a checkpoint's generation_config.json
     given = frozenset(n for n in GENERATION_FIELDS.values()
-                      if ctx.get_parameter_source(n) not in (None, ParameterSource.DEFAULT))
+                      if (src := ctx.get_parameter_source(n)) is not None and src.name != "DEFAULT")
     config: EvalConfig = from_flat(EvalConfig, {**settings, "given": given})
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TimeRemainingColumn(), console=err_console, transient=False, disable=json_) as bar:
@@ -76,9 +72,8 @@ def _eval(settings: dict[str, Any], *, json_: bool, ctx: typer.Context) -> None:
     out = Console(width=80, highlight=False)
     out.print(table)
     for s in summaries:  # what each was sampled with, and the turns lost to the format or the cap
-        out.print(f"{s.checkpoint[:24]}: {s.max_tokens_per_turn} tokens/turn, temperature {s.temperature:g}; "
-                  f"invalid actions {f(s.invalid_action_rate)}, cut at the cap {f(s.length_cut_rate)}",
-                  markup=False)
+        out.print(f"{s.checkpoint[:24]}: cap {s.max_tokens_per_turn} tokens, temp {s.temperature}; "
+                  f"invalid {f(s.invalid_action_rate)}, cut at cap {f(s.length_cut_rate)}", markup=False)
     err_console.print(f"wrote {config.out}/eval/ — read it with `rolloutlab ingest {config.out}` then "
                       "`rolloutlab analyze`", highlight=False)
 

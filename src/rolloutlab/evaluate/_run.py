@@ -38,8 +38,8 @@ from rolloutlab.agent import (
     Episode,
     EpisodeSpec,
     LoopConfig,
-    get_parser,
     generation_settings,
+    get_parser,
     make_policy,
     run_episodes,
     run_ray,
@@ -118,7 +118,7 @@ def target_loop(config: EvalConfig, target: Target, loop: LoopConfig) -> tuple[L
     if not (config.checkpoint_generation and target.policy.startswith("hf:")):
         return loop, False
     own = generation_settings(target.policy[3:])
-    use = {k: v for k, v in own.items() if k not in config.given}
+    use: dict[str, Any] = {k: v for k, v in own.items() if k not in config.given}
     out = dataclasses.replace(loop, **use) if use else loop
     return out, own.get("max_tokens_per_turn") == out.max_tokens_per_turn
 
