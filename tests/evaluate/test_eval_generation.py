@@ -79,7 +79,8 @@ def test_progress_shows_the_running_episodes(tmp_path: Path) -> None:
                         loop=LoopConfig(concurrency=2)), on_progress=on)
     # before any finishes two are under way; then two while three or more are left, then fewer
     assert seen == [(0, 2), (1, 2), (2, 2), (3, 2), (4, 1), (5, 0)]
-    assert "run 2" in Progress(checkpoint="policy", total=5, running=2).line()
+    assert Progress(checkpoint="policy", total=5, running=2).in_flight() == "2 running"
+    assert Progress(checkpoint="policy", total=5).in_flight() == ""
 
 
 def _free_port() -> int:
@@ -137,3 +138,17 @@ def test_a_checkpoint_served_by_transformers_serve_scores_as_hf(tmp_path: Path) 
         return [[tu.get("parsed_action") for tu in json.loads(x)["turns"]] for x in lines]
 
     assert actions(tmp_path / "served") == actions(tmp_path / "hf")
+
+
+def test_a_resume_that_would_sample_otherwise_is_refused(tmp_path: Path) -> None:
+    """The same flag values sample differently when one was given before and not now (the
+    checkpoint's own cap then applies): resuming across that change is refused."""
+    from rolloutlab.io import RolloutlabError
+
+    cfg = EvalConfig(env=ENV, policy="scripted:guess-number", episodes=2, out=tmp_path)
+    run_eval(cfg)
+    run_eval(cfg)  # the same settings resume
+    with pytest.raises(RolloutlabError, match=r"from_checkpoint: \['max_tokens_per_turn', 'temperature', 'top_p'\] "
+                                              r"before, \['temperature', 'top_p'\] now"):
+        run_eval(EvalConfig(env=ENV, policy="scripted:guess-number", episodes=2, out=tmp_path,
+                            given=frozenset({"max_tokens_per_turn"})))

@@ -41,14 +41,16 @@ def _eval(settings: dict[str, Any], *, json_: bool, ctx: typer.Context) -> None:
     given = frozenset(n for n in GENERATION_FIELDS.values()
                       if (src := ctx.get_parameter_source(n)) is not None and src.name != "DEFAULT")
     config: EvalConfig = from_flat(EvalConfig, {**settings, "given": given})
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TimeRemainingColumn(), console=err_console, transient=False, disable=json_) as bar:
+    # the running episodes beside the count: a slow policy shows "0/80 16 running", not a stalled bar
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("{task.fields[running]}"), TimeElapsedColumn(), TimeRemainingColumn(),
+                  console=err_console, transient=False, disable=json_) as bar:
         tasks: dict[str, TaskID] = {}
 
         def progress(p: EvalProgress) -> None:
             if p.checkpoint not in tasks:
-                tasks[p.checkpoint] = bar.add_task(p.checkpoint, total=p.total)
-            bar.update(tasks[p.checkpoint], completed=p.done, description=p.line()[:48])
+                tasks[p.checkpoint] = bar.add_task(p.checkpoint, total=p.total, running="")
+            bar.update(tasks[p.checkpoint], completed=p.done, description=p.line()[:42], running=p.in_flight())
 
         summaries = run_eval(config, on_progress=progress)
     if json_:

@@ -35,6 +35,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from rolloutlab.agent import (
+    GENERATION_FIELDS,
     Episode,
     EpisodeSpec,
     LoopConfig,
@@ -83,7 +84,8 @@ class Progress:
     reward_sum: float = 0.0
     errors: int = 0
     running: int = 0
-    """Episodes under way (at most ``--concurrency``): requests in flight while ``done`` stays."""
+    """Episodes under way (at most ``--concurrency``), their requests in flight while ``done``
+    stays still: the progress bar shows them (:meth:`in_flight`)."""
 
     def add(self, t: Trajectory, solved: bool | None) -> None:
         self.done += 1
@@ -95,13 +97,16 @@ class Progress:
         if t.termination == "error":
             self.errors += 1
 
+    def in_flight(self) -> str:
+        """``"16 running"`` while episodes are under way, else nothing."""
+        return f"{self.running} running" if self.running else ""
+
     def line(self) -> str:
         name = self.checkpoint[:16]
-        running = f" run {self.running}" if self.running else ""
         if not self.graded:
-            return f"{name}{running} errors {self.errors}"
-        return (f"{name}{running} success {self.solved / self.graded:.2f} "
-                f"reward {self.reward_sum / self.graded:.2f} err {self.errors}")
+            return f"{name} errors {self.errors}"
+        errors = f" err {self.errors}" if self.errors else ""  # room for the running count at 80 columns
+        return f"{name} success {self.solved / self.graded:.2f} reward {self.reward_sum / self.graded:.2f}{errors}"
 
 
 def targets(config: EvalConfig) -> list[Target]:
@@ -128,6 +133,10 @@ def _identity(config: EvalConfig) -> dict[str, Any]:
     flat = {**dataclasses.asdict(config.loop), **{f.name: getattr(config, f.name) for f in dataclasses.fields(config)}}
     ident = {f: flat[f] for f in IDENTITY_FIELDS}
     ident["checkpoints"] = str(config.checkpoints) if config.checkpoints is not None else None
+    # which sampling settings an hf: model's generation_config.json supplies: the same flag
+    # values sample differently when one was given before and not now
+    ident["from_checkpoint"] = (sorted(set(GENERATION_FIELDS.values()) - config.given)
+                                if config.checkpoint_generation else [])
     return ident
 
 
@@ -144,7 +153,8 @@ def _open_run(config: EvalConfig) -> tuple[Run, str | None]:
         if run.config and "eval" not in run.config:
             return run, run.status
         old = run.config.get("eval", {})
-        diff = [f"{k}: {old.get(k)!r} before, {v!r} now" for k, v in ident.items() if old.get(k) != v]
+        diff = [f"{k}: {old.get(k)!r} before, {v!r} now" for k, v in ident.items()
+                if old.get(k) != v and (k in old or k != "from_checkpoint")]  # absent: written before it existed
         if diff:
             raise RolloutlabError(
                 f"{config.out} holds an evaluation with other settings ({'; '.join(diff)}); "
