@@ -33,6 +33,7 @@ def _eval(settings: dict[str, Any], *, json_: bool, ctx: typer.Context) -> None:
         TimeElapsedColumn,
         TimeRemainingColumn,
     )
+
     from rolloutlab.agent import GENERATION_FIELDS, from_flat
     from rolloutlab.evaluate import Progress as EvalProgress
     from rolloutlab.evaluate import run_eval
