@@ -32,6 +32,7 @@ TOKENIZERS = {
     "bytes": ByteTokenizer,
     "guess-number": guess_number_tokenizer,  # unknown words dropped
     "words-unk": lambda: WordTokenizer(["a", "go", "north", "?", "3", "_"], unknown="unk"),
+    "words-drop": lambda: WordTokenizer(["a", "go", "north", "?", "3", "_", "é", "日本", "²"]),
 }
 
 
@@ -62,6 +63,8 @@ def test_the_chat_template_gives_the_loops_ids(name: str, tmp_path: Path) -> Non
             ids = hf.apply_chat_template(messages, add_generation_prompt=prompt, tokenize=True)["input_ids"]
             assert ids == tok.render(messages, add_generation_prompt=prompt), messages
     # by hand: <user> "go north?" <eos> <assistant>
+    with pytest.raises(Exception, match="chat message role 'robot' unknown|role robot unknown"):
+        hf.apply_chat_template([{"role": "robot", "content": "hi"}], tokenize=True)
     if name == "words-unk":
         assert hf.apply_chat_template([{"role": "user", "content": "Go NORTH? now"}], add_generation_prompt=True,
                                       tokenize=True)["input_ids"] == [2, 6, 7, 8, 4, 1, 3]

@@ -89,10 +89,10 @@ def _word_split(tok: WordTokenizer) -> str:
         return _PIECE
     alts = []
     for w in tok.words:
-        if len(w) == 1 and not w.isalpha():
+        if re.fullmatch(r"[^\W\d_]+", w):  # a letter run, as WordTokenizer's pattern reads one
+            alts.append(rf"(?<!{_RUN}){_escape(w)}(?!{_RUN})")  # whole: not inside a longer run
+        elif len(w) == 1:
             alts.append(_escape(w))  # a one-character piece: a digit, a punctuation mark, ``_``
-        elif w.isalpha():
-            alts.append(rf"(?<!{_RUN}){_escape(w)}(?!{_RUN})")  # a whole letter run
         # any other word is never a piece of WordTokenizer.encode, so never produced
     return "|".join(alts) or r"(?!)"
 
