@@ -62,7 +62,8 @@ def test_summary_records_invalid_and_cut_rates_by_hand(tmp_path: Path) -> None:
     """Scripted guess-number: every action valid, replies of no tokens counted (text policy)."""
     [s] = run_eval(EvalConfig(env=ENV, policy="scripted:guess-number", episodes=3, out=tmp_path,
                               loop=LoopConfig(invalid_action_penalty=-0.5)))
-    assert s.invalid_action_rate == 0.0 and s.length_cut_rate is None  # a text policy counts no tokens
+    # a text policy counts no tokens: its turns are read by their finish reason, "stop"
+    assert s.invalid_action_rate == 0.0 and s.length_cut_rate == 0.0
     [r] = run_eval(EvalConfig(env=ENV, policy="random", episodes=4, out=tmp_path / "r", seed=1))
     trajs = [json.loads(line) for line in (tmp_path / "r" / "eval" / "policy" / "episodes.jsonl").read_text().splitlines()]
     invalid = sum(t["invalid_actions"] for t in trajs) / sum(t["num_turns"] for t in trajs)
@@ -132,6 +133,8 @@ def test_a_checkpoint_served_by_transformers_serve_scores_as_hf(tmp_path: Path) 
             server.wait()
     hf, served = _summary(tmp_path / "hf"), _summary(tmp_path / "served")
     assert served["success_rate"] == hf["success_rate"] and served["mean_reward"] == hf["mean_reward"]
+    # one-token replies: cut at the cap, counted by tokens (hf:) and by finish reason (served)
+    assert served["length_cut_rate"] == hf["length_cut_rate"] == 1.0
 
     def actions(out: Path) -> list[list[str | None]]:
         lines = (out / "eval" / "policy" / "episodes.jsonl").read_text().splitlines()

@@ -21,7 +21,8 @@ the definitions the trainer's metrics, ``analyze``, ``show``, the report and the
 - ``invalid_action_rate``: invalid actions per turn over the episodes where both are known
   (:func:`invalid_action_rate`, ``StepOutcome.invalid_action_rate``, the analysis's per-step one);
 - ``length_cut_rate``: share of the turns whose reply reached the token cap per turn
-  (:func:`rolloutlab.outcomes.length_cut_rate`, the trainer's ``response_length/clip_ratio``);
+  (:func:`rolloutlab.outcomes.length_cut_rate`, the trainer's ``response_length/clip_ratio``;
+  a turn without a token count, as a text endpoint records it, by its finish reason);
   ``max_tokens_per_turn`` and ``temperature`` are the settings the episodes were sampled with.
   ``run_eval`` says so when either rate passes :data:`LOST_WARN_RATE`.
 """
@@ -56,6 +57,20 @@ def invalid_action_rate(trajs: Sequence[Trajectory]) -> float | None:
     return step_outcome([t.reward for t in trajs], [t.graded for t in trajs], [None] * len(trajs),
                         [None] * len(trajs), [t.num_turns for t in trajs], [t.response_tokens for t in trajs],
                         [t.invalid_actions for t in trajs]).invalid_action_rate
+
+
+def _length_cut_rate(trajs: Sequence[Trajectory], max_tokens: int) -> float | None:
+    """:func:`rolloutlab.outcomes.length_cut_rate` over every turn: its token count, else the
+    finish reason the agent loop recorded for it (``extras["finish_reasons"]``, turn by turn)."""
+    tokens: list[int | None] = []
+    reasons: list[str | None] = []
+    for t in trajs:
+        fr = t.extras.get("finish_reasons")
+        fr = fr if isinstance(fr, list) else []
+        for i, tu in enumerate(t.turns):
+            tokens.append(tu.tokens)
+            reasons.append(str(fr[i]) if i < len(fr) and fr[i] is not None else None)
+    return length_cut_rate(tokens, max_tokens, reasons)
 
 
 def _figures(trajs: Sequence[Trajectory], solved: Sequence[bool | None]) -> dict[str, float]:
@@ -101,7 +116,6 @@ def summarize(checkpoint: str, step: int | None, trajs: Sequence[Trajectory], ks
         terminations=dict(Counter(t.termination or "unknown" for t in trajs)),
         env=env, policy=policy, split=split, samples=samples,
         invalid_action_rate=invalid_action_rate(trajs),
-        length_cut_rate=None if max_tokens_per_turn is None else length_cut_rate(
-            (tu.tokens for t in trajs for tu in t.turns), max_tokens_per_turn),
+        length_cut_rate=None if max_tokens_per_turn is None else _length_cut_rate(trajs, max_tokens_per_turn),
         max_tokens_per_turn=max_tokens_per_turn, temperature=temperature,
     )

@@ -118,12 +118,22 @@ Values = Sequence[Any] | npt.NDArray[Any]
 """Per-rollout values: a list (None for unknown) or an array (NaN for unknown)."""
 
 
-def length_cut_rate(turn_tokens: Iterable[int | None], max_tokens: int) -> float | None:
-    """Share of turns whose generated token count reached ``max_tokens`` (the per-turn cap):
-    verl's ``response_length/clip_ratio``, per turn (each turn is one generation).  Turns that
-    record no count are left out; ``None`` when none records one."""
-    counts = [c for c in turn_tokens if c is not None]
-    return sum(c >= max_tokens for c in counts) / len(counts) if counts else None
+def length_cut_rate(turn_tokens: Iterable[int | None], max_tokens: int,
+                    finish_reasons: Iterable[str | None] | None = None) -> float | None:
+    """Share of turns cut at the per-turn token cap: verl's ``response_length/clip_ratio``,
+    per turn (each turn is one generation).  A turn whose generated token count is recorded
+    is cut when the count reached ``max_tokens``; one without a count (a text endpoint that
+    reports no usage) when its ``finish_reason`` (``finish_reasons``, turn by turn) is
+    ``"length"``; a turn with neither is left out.  ``None`` when no turn is known."""
+    reasons = iter(finish_reasons) if finish_reasons is not None else None
+    cut: list[bool] = []
+    for count in turn_tokens:
+        reason = next(reasons, None) if reasons is not None else None
+        if count is not None:
+            cut.append(count >= max_tokens)
+        elif reason is not None:
+            cut.append(reason == "length")
+    return sum(cut) / len(cut) if cut else None
 
 
 def step_outcome(
