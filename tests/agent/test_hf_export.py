@@ -62,10 +62,11 @@ def test_the_chat_template_gives_the_loops_ids(name: str, tmp_path: Path) -> Non
         for prompt in (True, False):
             ids = hf.apply_chat_template(messages, add_generation_prompt=prompt, tokenize=True)["input_ids"]
             assert ids == tok.render(messages, add_generation_prompt=prompt), messages
-    # by hand: <user> "go north?" <eos> <assistant>
-    with pytest.raises(Exception, match="chat message role 'robot' unknown|role robot unknown"):
+    from jinja2.exceptions import TemplateError
+
+    with pytest.raises(TemplateError, match=r"chat message role robot unknown; expected one of system, user"):
         hf.apply_chat_template([{"role": "robot", "content": "hi"}], tokenize=True)
-    if name == "words-unk":
+    if name == "words-unk":  # by hand: <user> go north ? <unk> <eos> <assistant>
         assert hf.apply_chat_template([{"role": "user", "content": "Go NORTH? now"}], add_generation_prompt=True,
                                       tokenize=True)["input_ids"] == [2, 6, 7, 8, 4, 1, 3]
 
