@@ -155,3 +155,15 @@ def test_a_resume_that_would_sample_otherwise_is_refused(tmp_path: Path) -> None
                                               r"before, \['temperature', 'top_p'\] now"):
         run_eval(EvalConfig(env=ENV, policy="scripted:guess-number", episodes=2, out=tmp_path,
                             given=frozenset({"max_tokens_per_turn"})))
+
+
+def test_the_table_is_followed_by_each_checkpoints_settings_and_lost_turns(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["eval", "--env", ENV, "--policy", "random", "--episodes", "3", "--max-tokens", "5",
+                 "--temperature", "0.5", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    [line] = [x for x in out.splitlines() if x.startswith("policy: ")]
+    s = _summary(tmp_path)
+    assert line == (f"policy: cap 5 tokens, temp 0.5; invalid {s['invalid_action_rate']:.3f}, "
+                    f"cut at cap {s['length_cut_rate']:.3f}")
+    assert max(len(x) for x in out.splitlines()) <= 80
