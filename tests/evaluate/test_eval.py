@@ -350,6 +350,7 @@ def test_cli_options_reach_the_config(tmp_path: Path, monkeypatch: pytest.Monkey
                  "--concurrency", "5", "--parser", "xml", "--samples", "3", "--json"]) == 0
     [c] = seen
     assert c == EvalConfig(env=ENV, policy="random", out=tmp_path / "o", samples=3,
+                           given=frozenset({"max_tokens_per_turn"}),  # given: wins over a checkpoint's own
                            loop=LoopConfig(max_tokens_per_turn=7, invalid_action_penalty=-0.5, env_timeout_s=3.0,
                                            policy_timeout_s=9.0, policy_backoff_s=0.25, concurrency=5, parser="xml"))
     assert c.loop.split == "eval" and c.split == "test"

@@ -14,6 +14,7 @@ from rolloutlab._lazy import lazy_exports
 if TYPE_CHECKING:
     from rolloutlab.agent._executor import EpisodeSpec, run_ray
     from rolloutlab.agent._hf import HFPolicy, save_model, suppress_mask, tiny_model, token_logprobs
+    from rolloutlab.agent._hf_export import GENERATION_FIELDS, generation_settings, hf_tokenizer
     from rolloutlab.agent._loop import EpisodeJob, ReplayPrefix, run_episode, run_episodes
     from rolloutlab.agent._parsers import PARSERS, Parsed, format_hint, get_parser, parse_action
     from rolloutlab.agent._policies import (
@@ -63,6 +64,7 @@ _WHERE = {
     **dict.fromkeys(("EpisodeSpec", "run_ray"), "_executor"),
     # these need torch: imported only when asked for
     **dict.fromkeys(("HFPolicy", "save_model", "suppress_mask", "tiny_model", "token_logprobs"), "_hf"),
+    **dict.fromkeys(("GENERATION_FIELDS", "generation_settings", "hf_tokenizer"), "_hf_export"),
     **dict.fromkeys(("ByteTokenizer", "HFChatTokenizer", "WordTokenizer", "guess_number_tokenizer", "load_tokenizer"),
                     "_tokenizers"),
     **dict.fromkeys(("EpisodeJob", "ReplayPrefix", "run_episode", "run_episodes"), "_loop"),
@@ -76,6 +78,7 @@ _WHERE = {
 }
 
 __all__ = [
+    "GENERATION_FIELDS",
     "INLINE",
     "NOT_A_SETTING",
     "PARSERS",
@@ -108,8 +111,10 @@ __all__ = [
     "format_action",
     "format_hint",
     "from_flat",
+    "generation_settings",
     "get_parser",
     "guess_number_tokenizer",
+    "hf_tokenizer",
     "load_tokenizer",
     "make_policy",
     "parse_action",

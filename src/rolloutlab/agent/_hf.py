@@ -30,7 +30,8 @@ from typing import Any
 
 import torch
 
-from rolloutlab.agent._settings import TinyModelConfig
+from rolloutlab.agent._hf_export import save_generation_config, save_hf_tokenizer
+from rolloutlab.agent._settings import LoopConfig, TinyModelConfig
 from rolloutlab.agent._tokenizers import (
     ByteTokenizer,
     HFChatTokenizer,
@@ -73,8 +74,11 @@ def tiny_model(vocab_size: int, *, seed: int, shape: TinyModelConfig | None = No
     return model
 
 
-def save_model(model: Any, tokenizer: ChatTokenizer, directory: str | Path) -> None:
-    """``save_pretrained`` plus the tokenizer (a tiny one as ``rolloutlab_tokenizer.json``)."""
+def save_model(model: Any, tokenizer: ChatTokenizer, directory: str | Path, *,
+               sampling: LoopConfig | None = None) -> None:
+    """``save_pretrained`` plus the tokenizer (a tiny one as ``rolloutlab_tokenizer.json`` and
+    as a standard Hugging Face tokenizer with a chat template) and, given ``sampling``, its
+    token cap and sampling settings as ``generation_config.json`` (``agent._hf_export``)."""
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     target = model
@@ -86,8 +90,12 @@ def save_model(model: Any, tokenizer: ChatTokenizer, directory: str | Path) -> N
     target.save_pretrained(str(d), safe_serialization=True)
     if isinstance(tokenizer, WordTokenizer | ByteTokenizer):
         save_tokenizer(tokenizer, d)
+        save_hf_tokenizer(tokenizer, d)
     elif isinstance(tokenizer, HFChatTokenizer):
         tokenizer.hf.save_pretrained(str(d))
+    if sampling is not None:
+        save_generation_config(d, tokenizer, max_new_tokens=sampling.max_tokens_per_turn,
+                               temperature=sampling.temperature, top_p=sampling.top_p)
 
 
 def suppress_mask(tokenizer: ChatTokenizer, vocab: int, device: torch.device) -> torch.Tensor | None:

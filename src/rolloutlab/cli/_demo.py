@@ -15,7 +15,8 @@ Everything lands under one folder::
 Checkpoints are evaluated without the trainer: each is loaded from its folder like any
 ``hf:PATH`` model, on the test split, the initial model as step 0 — the same as
 ``rolloutlab eval --env guess-number-v0 --checkpoints DIR/run/checkpoints --out DIR/run
---episodes 128 --samples 2 --max-tokens 1 --concurrency 256``.
+--episodes 128 --samples 2 --concurrency 256`` (each checkpoint's ``generation_config.json``
+gives the one-token cap and the temperature).
 """
 
 from __future__ import annotations

@@ -10,18 +10,20 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+import typer
+
 from rolloutlab.cli._app import JsonOpt, app, err_console
 from rolloutlab.cli._options import config_command
 from rolloutlab.evaluate import EvalConfig
 
-RENAMED = {"max_tokens_per_turn": "--max-tokens", "invalid_action_penalty": "--invalid-penalty"}
+RENAMED = {"max_tokens_per_turn": "--max-tokens", "invalid_action_penalty": "--invalid-penalty",
+           "checkpoint_generation": "--checkpoint-generation/--no-checkpoint-generation"}
 """Flags that are not their field's name (the names the README and docs have always used)."""
 
 
-def _eval(settings: dict[str, Any], *, json_: bool) -> None:
+def _eval(settings: dict[str, Any], *, json_: bool, ctx: typer.Context) -> None:
     """Evaluate N tasks x K samples; writes eval/<checkpoint>/episodes.jsonl and summary.json."""
     import orjson
-    import typer
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -32,19 +34,24 @@ def _eval(settings: dict[str, Any], *, json_: bool) -> None:
         TimeRemainingColumn,
     )
 
-    from rolloutlab.agent import from_flat
+    from rolloutlab.agent import GENERATION_FIELDS, from_flat
     from rolloutlab.evaluate import Progress as EvalProgress
     from rolloutlab.evaluate import run_eval
 
-    config: EvalConfig = from_flat(EvalConfig, settings)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TimeRemainingColumn(), console=err_console, transient=False, disable=json_) as bar:
+    # the sampling flags given on the command line win over a checkpoint's generation_config.json
+    given = frozenset(n for n in GENERATION_FIELDS.values()
+                      if (src := ctx.get_parameter_source(n)) is not None and src.name != "DEFAULT")
+    config: EvalConfig = from_flat(EvalConfig, {**settings, "given": given})
+    # the running episodes beside the count: a slow policy shows "0/80 16 running", not a stalled bar
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("{task.fields[running]}"), TimeElapsedColumn(), TimeRemainingColumn(),
+                  console=err_console, transient=False, disable=json_) as bar:
         tasks: dict[str, TaskID] = {}
 
         def progress(p: EvalProgress) -> None:
             if p.checkpoint not in tasks:
-                tasks[p.checkpoint] = bar.add_task(p.checkpoint, total=p.total)
-            bar.update(tasks[p.checkpoint], completed=p.done, description=p.line()[:48])
+                tasks[p.checkpoint] = bar.add_task(p.checkpoint, total=p.total, running="")
+            bar.update(tasks[p.checkpoint], completed=p.done, description=p.line()[:42], running=p.in_flight())
 
         summaries = run_eval(config, on_progress=progress)
     if json_:
@@ -65,12 +72,17 @@ def _eval(settings: dict[str, Any], *, json_: bool) -> None:
     for s in summaries:
         table.add_row(s.checkpoint[:24], f(s.success_rate), f(s.mean_reward), *[f(s.pass_at_k.get(k)) for k in ks],
                       f(s.mean_turns), f(s.ungraded_rate))
-    Console(width=80, highlight=False).print(table)
+    out = Console(width=80, highlight=False)
+    out.print(table)
+    for s in summaries:  # what each was sampled with, and the turns lost to the format or the cap
+        out.print(f"{s.checkpoint[:24]}: cap {s.max_tokens_per_turn} tokens, temp {s.temperature}; "
+                  f"invalid {f(s.invalid_action_rate)}, cut at cap {f(s.length_cut_rate)}", markup=False)
     err_console.print(f"wrote {config.out}/eval/ — read it with `rolloutlab ingest {config.out}` then "
                       "`rolloutlab analyze`", highlight=False)
 
 
 eval_ = app.command("eval")(config_command(
     EvalConfig, renamed=RENAMED, body=_eval,
-    extra=[inspect.Parameter("json_", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=JsonOpt)],
+    extra=[inspect.Parameter("json_", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=JsonOpt),
+           inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context)],
 ))

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from rolloutlab.agent import INLINE, LoopConfig
+from rolloutlab.agent import INLINE, NOT_A_SETTING, LoopConfig
 from rolloutlab.io import RolloutlabError
 
 Executor = Literal["asyncio", "ray"]
@@ -55,6 +55,14 @@ class EvalConfig:
     loop: LoopConfig = field(default_factory=lambda: LoopConfig(split="eval"), metadata=INLINE)
     """The loop settings (horizon, parser, sampling, concurrency, timeouts, retries), shared
     with the trainer; the defaults are :class:`~rolloutlab.agent.LoopConfig`'s."""
+    checkpoint_generation: bool = True
+    """Sample an ``hf:`` model (and each checkpoint) with its own ``generation_config.json``:
+    its token cap per turn, temperature and top-p (a rolloutlab checkpoint records its run's)
+    replace the defaults of ``--max-tokens``, ``--temperature`` and ``--top-p``; a flag given
+    still wins.  Off: the flags' values, defaults included."""
+    given: frozenset[str] = field(default=frozenset(), metadata=NOT_A_SETTING)
+    """Loop settings given explicitly (the command line's flags), which a checkpoint's
+    generation settings do not replace."""
 
     def __post_init__(self) -> None:
         if (self.policy is None) == (self.checkpoints is None):

@@ -35,9 +35,11 @@ from typing import Any, BinaryIO
 import orjson
 
 from rolloutlab.agent import (
+    GENERATION_FIELDS,
     Episode,
     EpisodeSpec,
     LoopConfig,
+    generation_settings,
     get_parser,
     make_policy,
     run_episodes,
@@ -46,12 +48,7 @@ from rolloutlab.agent import (
 from rolloutlab.envs import Task, get_env_spec
 from rolloutlab.evaluate._checkpoints import find_checkpoints
 from rolloutlab.evaluate._config import IDENTITY_FIELDS, EvalConfig
-from rolloutlab.evaluate._summary import (
-    INVALID_WARN_RATE,
-    invalid_action_rate,
-    successes,
-    summarize,
-)
+from rolloutlab.evaluate._summary import LOST_WARN_RATE, successes, summarize
 from rolloutlab.io import InputError, RolloutlabError, RunWriter, read_run, read_trajectories
 from rolloutlab.schema import EvalSummary, Run, Trajectory
 
@@ -86,6 +83,9 @@ class Progress:
     solved: int = 0
     reward_sum: float = 0.0
     errors: int = 0
+    running: int = 0
+    """Episodes under way (at most ``--concurrency``), their requests in flight while ``done``
+    stays still: the progress bar shows them (:meth:`in_flight`)."""
 
     def add(self, t: Trajectory, solved: bool | None) -> None:
         self.done += 1
@@ -97,12 +97,16 @@ class Progress:
         if t.termination == "error":
             self.errors += 1
 
+    def in_flight(self) -> str:
+        """``"16 running"`` while episodes are under way, else nothing."""
+        return f"{self.running} running" if self.running else ""
+
     def line(self) -> str:
         name = self.checkpoint[:16]
         if not self.graded:
             return f"{name} errors {self.errors}"
-        return (f"{name} success {self.solved / self.graded:.2f} "
-                f"reward {self.reward_sum / self.graded:.2f} err {self.errors}")
+        errors = f" err {self.errors}" if self.errors else ""  # room for the running count at 80 columns
+        return f"{name} success {self.solved / self.graded:.2f} reward {self.reward_sum / self.graded:.2f}{errors}"
 
 
 def targets(config: EvalConfig) -> list[Target]:
@@ -112,11 +116,27 @@ def targets(config: EvalConfig) -> list[Target]:
     return [Target("policy", None, config.policy, config.policy)]
 
 
+def target_loop(config: EvalConfig, target: Target, loop: LoopConfig) -> tuple[LoopConfig, bool]:
+    """The loop settings ``target`` is sampled with: an ``hf:`` model's own generation settings
+    (``generation_config.json``) in place of the ones not given explicitly, unless
+    ``config.checkpoint_generation`` is off; and whether the token cap is the model's own."""
+    if not (config.checkpoint_generation and target.policy.startswith("hf:")):
+        return loop, False
+    own = generation_settings(target.policy[3:])
+    use: dict[str, Any] = {k: v for k, v in own.items() if k not in config.given}
+    out = dataclasses.replace(loop, **use) if use else loop
+    return out, own.get("max_tokens_per_turn") == out.max_tokens_per_turn
+
+
 def _identity(config: EvalConfig) -> dict[str, Any]:
     # the loop's fields first: the evaluation's own ``split`` (the task split) wins over the loop's record label
     flat = {**dataclasses.asdict(config.loop), **{f.name: getattr(config, f.name) for f in dataclasses.fields(config)}}
     ident = {f: flat[f] for f in IDENTITY_FIELDS}
     ident["checkpoints"] = str(config.checkpoints) if config.checkpoints is not None else None
+    # which sampling settings an hf: model's generation_config.json supplies: the same flag
+    # values sample differently when one was given before and not now
+    ident["from_checkpoint"] = (sorted(set(GENERATION_FIELDS.values()) - config.given)
+                                if config.checkpoint_generation else [])
     return ident
 
 
@@ -133,7 +153,8 @@ def _open_run(config: EvalConfig) -> tuple[Run, str | None]:
         if run.config and "eval" not in run.config:
             return run, run.status
         old = run.config.get("eval", {})
-        diff = [f"{k}: {old.get(k)!r} before, {v!r} now" for k, v in ident.items() if old.get(k) != v]
+        diff = [f"{k}: {old.get(k)!r} before, {v!r} now" for k, v in ident.items()
+                if old.get(k) != v and (k in old or k != "from_checkpoint")]  # absent: written before it existed
         if diff:
             raise RolloutlabError(
                 f"{config.out} holds an evaluation with other settings ({'; '.join(diff)}); "
@@ -201,10 +222,16 @@ def _tasks(config: EvalConfig) -> tuple[list[Task], str]:
 async def _run_target(config: EvalConfig, target: Target, specs: list[EpisodeSpec], loop: LoopConfig,
                       parser: str, sink: BinaryIO, prog: Progress,
                       on_progress: Callable[[Progress], None] | None) -> list[Episode]:
+    left = len(specs)
+
     def done(ep: Episode) -> None:
+        nonlocal left
         t = ep.trajectory
         sink.write(orjson.dumps(t.model_dump(mode="json", exclude_none=True)) + b"\n")  # one complete line
         sink.flush()
+        left -= 1
+        # run_episodes keeps ``concurrency`` episodes under way while any is waiting to start
+        prog.running = min(loop.concurrency, left)
         prog.add(t, successes([t])[0])
         if on_progress is not None:
             on_progress(prog)
@@ -218,16 +245,28 @@ async def _run_target(config: EvalConfig, target: Target, specs: list[EpisodeSpe
         await policy.close()
 
 
-def _warn_if_mostly_invalid(checkpoint: str, trajs: list[Trajectory], parser: str) -> None:
-    """A run whose actions were mostly unreadable or refused scores the format, not the task."""
-    rate = invalid_action_rate(trajs)
-    if rate is not None and rate > INVALID_WARN_RATE:
+def _warn_if_mostly_lost(summary: EvalSummary, parser: str, own_cap: bool) -> None:
+    """Say so when the rewards mostly measure the action format or the token cap, not the task:
+    more than :data:`LOST_WARN_RATE` of the turns invalid, or cut at the token cap (unless the
+    cap is the checkpoint's own, which its run trained with: the demo's one-token replies)."""
+    rate = summary.invalid_action_rate
+    if rate is not None and rate > LOST_WARN_RATE:
         warnings.warn(
-            f"{checkpoint}: {rate:.0%} of the turns had an invalid action (the parser {parser!r} could "
+            f"{summary.checkpoint}: {rate:.0%} of the turns had an invalid action (the parser {parser!r} could "
             "not read the reply, or the environment refused it), so the rewards mostly measure the "
             "action format. Read a few turns in eval/*/episodes.jsonl; if the replies look right, "
             "pick the parser that matches the policy's output with --parser (e.g. hermes for "
             "<tool_call> blocks in text).",
+            UserWarning,
+            stacklevel=3,
+        )
+    cut = summary.length_cut_rate
+    if cut is not None and cut > LOST_WARN_RATE and not own_cap:
+        warnings.warn(
+            f"{summary.checkpoint}: {cut:.0%} of the replies were cut at the token cap "
+            f"({summary.max_tokens_per_turn} tokens per turn) before the model ended them, so the "
+            "actions are mostly truncated text. Give the cap the policy was trained with (--max-tokens), "
+            "or let a checkpoint's generation_config.json set it (--checkpoint-generation).",
             UserWarning,
             stacklevel=3,
         )
@@ -238,7 +277,7 @@ def run_eval(config: EvalConfig, *, on_progress: Callable[[Progress], None] | No
     summary per checkpoint, in step order."""
     tasks, parser = _tasks(config)
     tgts = targets(config)
-    loop = dataclasses.replace(config.loop, parser=parser)
+    base = dataclasses.replace(config.loop, parser=parser)
     config.out.mkdir(parents=True, exist_ok=True)
     run, keep_status = _open_run(config)
     writer = RunWriter(config.out, run)
@@ -248,6 +287,7 @@ def run_eval(config: EvalConfig, *, on_progress: Callable[[Progress], None] | No
         for target in tgts:
             d = config.out / "eval" / target.name
             d.mkdir(parents=True, exist_ok=True)
+            loop, own_cap = target_loop(config, target, base)
             specs = _specs(config, tasks, target.step)
             done = _load_done(d)
             todo = [s for s in specs if s.traj_id not in done]
@@ -257,6 +297,7 @@ def run_eval(config: EvalConfig, *, on_progress: Callable[[Progress], None] | No
                     t = done[s.traj_id]
                     prog.add(t, successes([t])[0])
             prog.resumed = prog.done
+            prog.running = min(loop.concurrency, len(todo))
             if on_progress is not None:
                 on_progress(prog)
             if todo:
@@ -267,10 +308,11 @@ def run_eval(config: EvalConfig, *, on_progress: Callable[[Progress], None] | No
                     done[ep.trajectory.traj_id] = ep.trajectory
             trajs = [done[s.traj_id] for s in specs]
             summary = summarize(target.name, target.step, trajs, config.ks, env=config.env, policy=target.label,
-                                split=config.split, samples=config.samples)
+                                split=config.split, samples=config.samples,
+                                max_tokens_per_turn=loop.max_tokens_per_turn, temperature=loop.temperature)
             writer.write_eval(target.name, trajs, summary)
             (d / PARTIAL).unlink(missing_ok=True)
-            _warn_if_mostly_invalid(target.name, trajs, parser)
+            _warn_if_mostly_lost(summary, parser, own_cap)
             summaries.append(summary)
         ok = True
     finally:

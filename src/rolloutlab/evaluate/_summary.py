@@ -18,9 +18,13 @@ the definitions the trainer's metrics, ``analyze``, ``show``, the report and the
 - ``mean_turns``: mean number of turns over the episodes that record it; ``ungraded_rate``:
   share of episodes without a grade; ``terminations``: episodes per ``Trajectory.termination``;
 - ``per_category``: the same figures per task category (``extras["task_category"]``);
-- :func:`invalid_action_rate` (not in the summary; ``run_eval`` warns above
-  :data:`INVALID_WARN_RATE`): invalid actions per turn over the episodes where both are
-  known (:func:`rolloutlab.outcomes.invalid_action_rate`, the analysis's per-step one).
+- ``invalid_action_rate``: invalid actions per turn over the episodes where both are known
+  (:func:`invalid_action_rate`, ``StepOutcome.invalid_action_rate``, the analysis's per-step one);
+- ``length_cut_rate``: share of the turns whose reply reached the token cap per turn
+  (:func:`rolloutlab.outcomes.length_cut_rate`, the trainer's ``response_length/clip_ratio``;
+  a turn without a token count, as a text endpoint records it, by its finish reason);
+  ``max_tokens_per_turn`` and ``temperature`` are the settings the episodes were sampled with.
+  ``run_eval`` says so when either rate passes :data:`LOST_WARN_RATE`.
 """
 
 from __future__ import annotations
@@ -29,11 +33,12 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 
 from rolloutlab.algos import pass_at_k
-from rolloutlab.outcomes import SuccessStats, choose_rule, step_outcome
+from rolloutlab.outcomes import SuccessStats, choose_rule, length_cut_rate, step_outcome
 from rolloutlab.schema import EvalSummary, Trajectory
 
-INVALID_WARN_RATE = 0.5
-"""``run_eval`` warns when more than this share of a checkpoint's turns were invalid."""
+LOST_WARN_RATE = 0.5
+"""``run_eval`` warns when more than this share of a checkpoint's turns were invalid, or cut
+at the token cap."""
 
 
 def successes(trajs: Sequence[Trajectory]) -> list[bool | None]:
@@ -54,6 +59,20 @@ def invalid_action_rate(trajs: Sequence[Trajectory]) -> float | None:
                         [t.invalid_actions for t in trajs]).invalid_action_rate
 
 
+def _length_cut_rate(trajs: Sequence[Trajectory], max_tokens: int) -> float | None:
+    """:func:`rolloutlab.outcomes.length_cut_rate` over every turn: its token count, else the
+    finish reason the agent loop recorded for it (``extras["finish_reasons"]``, turn by turn)."""
+    tokens: list[int | None] = []
+    reasons: list[str | None] = []
+    for t in trajs:
+        fr = t.extras.get("finish_reasons")
+        fr = fr if isinstance(fr, list) else []
+        for i, tu in enumerate(t.turns):
+            tokens.append(tu.tokens)
+            reasons.append(str(fr[i]) if i < len(fr) and fr[i] is not None else None)
+    return length_cut_rate(tokens, max_tokens, reasons)
+
+
 def _figures(trajs: Sequence[Trajectory], solved: Sequence[bool | None]) -> dict[str, float]:
     row = step_outcome([t.reward for t in trajs], [t.graded for t in trajs], list(solved),
                        [t.group_id for t in trajs],
@@ -67,7 +86,8 @@ def _figures(trajs: Sequence[Trajectory], solved: Sequence[bool | None]) -> dict
 
 def summarize(checkpoint: str, step: int | None, trajs: Sequence[Trajectory], ks: Sequence[int], *,
               env: str | None = None, policy: str | None = None, split: str | None = None,
-              samples: int | None = None) -> EvalSummary:
+              samples: int | None = None, max_tokens_per_turn: int | None = None,
+              temperature: float | None = None) -> EvalSummary:
     """The summary of one checkpoint's episodes (definitions in the module docstring)."""
     solved = successes(trajs)
     fig = _figures(trajs, solved)
@@ -95,4 +115,7 @@ def summarize(checkpoint: str, step: int | None, trajs: Sequence[Trajectory], ks
         zero_variance_frac=fig.get("zero_variance_frac"),
         terminations=dict(Counter(t.termination or "unknown" for t in trajs)),
         env=env, policy=policy, split=split, samples=samples,
+        invalid_action_rate=invalid_action_rate(trajs),
+        length_cut_rate=None if max_tokens_per_turn is None else _length_cut_rate(trajs, max_tokens_per_turn),
+        max_tokens_per_turn=max_tokens_per_turn, temperature=temperature,
     )

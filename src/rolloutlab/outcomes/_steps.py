@@ -25,6 +25,9 @@ field                   definition (numpy) — SQL rendering in :func:`step_sql`
                         the trajectories that record both; null when they took no turn
 ======================  ===========================================================================
 
+Per turn, beside the row: :func:`length_cut_rate`, the share of generated turns that stopped at
+the token cap (the trainer's ``response_length/clip_ratio``, ``eval``'s ``summary.json``).
+
 A figure over nothing (no graded trajectory, …) is null — NaN in numpy and pandas, ``None`` in
 JSON — never 0.  The trainer logs these under :data:`METRIC_NAMES`.
 """
@@ -32,7 +35,7 @@ JSON — never 0.  The trainer logs these under :data:`METRIC_NAMES`.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any
 
@@ -113,6 +116,24 @@ def _known_mean(a: Values) -> float | None:
 
 Values = Sequence[Any] | npt.NDArray[Any]
 """Per-rollout values: a list (None for unknown) or an array (NaN for unknown)."""
+
+
+def length_cut_rate(turn_tokens: Iterable[int | None], max_tokens: int,
+                    finish_reasons: Iterable[str | None] | None = None) -> float | None:
+    """Share of turns cut at the per-turn token cap: verl's ``response_length/clip_ratio``,
+    per turn (each turn is one generation).  A turn whose generated token count is recorded
+    is cut when the count reached ``max_tokens``; one without a count (a text endpoint that
+    reports no usage) when its ``finish_reason`` (``finish_reasons``, turn by turn) is
+    ``"length"``; a turn with neither is left out.  ``None`` when no turn is known."""
+    reasons = iter(finish_reasons) if finish_reasons is not None else None
+    cut: list[bool] = []
+    for count in turn_tokens:
+        reason = next(reasons, None) if reasons is not None else None
+        if count is not None:
+            cut.append(count >= max_tokens)
+        elif reason is not None:
+            cut.append(reason == "length")
+    return sum(cut) / len(cut) if cut else None
 
 
 def step_outcome(

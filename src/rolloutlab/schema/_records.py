@@ -219,3 +219,10 @@ class EvalSummary(_Record):
     policy: str | None = None
     split: str | None = Field(None, description="The environment's task split evaluated (e.g. test).")
     samples: int | None = Field(None, ge=1, description="K: episodes per task.")
+    invalid_action_rate: float | None = Field(
+        None, description="Invalid actions per turn, over the episodes that record both (rolloutlab.outcomes).")
+    length_cut_rate: float | None = Field(
+        None, description="Share of the turns whose reply reached the token cap per turn (cut by length; rolloutlab.outcomes).")
+    max_tokens_per_turn: int | None = Field(
+        None, ge=1, description="The token cap per turn the episodes were sampled with (a checkpoint's own, unless given).")
+    temperature: float | None = Field(None, ge=0, description="The sampling temperature of the episodes (0: greedy).")

@@ -1,7 +1,9 @@
 """Checkpoints: ``RUN_DIR/checkpoints/step_NNNNNN/``, written atomically.
 
 A checkpoint folder holds the model in the ``save_pretrained`` layout (so evaluation loads it
-with ``hf:PATH`` and no trainer), the tokenizer, and ``trainer_state.pt``: optimizer,
+with ``hf:PATH`` and no trainer, and any Hugging Face loader or server reads it), the tokenizer
+with its chat template, ``generation_config.json`` (the run's token cap per turn, sampling and
+stop ids: :mod:`rolloutlab.agent._hf_export`), and ``trainer_state.pt``: optimizer,
 scheduler, every RNG (python, numpy, torch), the task sampler's position, the horizon state
 and the step — tensors and plain containers only, loaded with ``torch.load(weights_only=True)``
 so that a crafted run directory cannot run code on ``--resume``.  Weights and optimizer state are full (unsharded), whatever
@@ -22,7 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from rolloutlab.agent import ChatTokenizer, save_model
+from rolloutlab.agent import ChatTokenizer, LoopConfig, save_model
 from rolloutlab.io import RolloutlabError
 
 __all__ = ["CKPT_FMT", "checkpoint_step", "latest_checkpoint", "list_checkpoints", "load_state", "load_weights", "save_checkpoint"]
@@ -70,8 +72,10 @@ def set_rng_state(s: dict[str, Any]) -> None:
     torch.set_rng_state(s["torch"])
 
 
-def save_checkpoint(run_dir: Path, step: int, model: Any, tokenizer: ChatTokenizer, state: dict[str, Any]) -> Path:
-    """Write checkpoint ``step`` atomically; returns its folder."""
+def save_checkpoint(run_dir: Path, step: int, model: Any, tokenizer: ChatTokenizer, state: dict[str, Any], *,
+                    sampling: LoopConfig | None = None) -> Path:
+    """Write checkpoint ``step`` atomically; returns its folder.  ``sampling``: the run's
+    rollout settings, written as ``generation_config.json`` (what ``eval`` reuses)."""
     root = Path(run_dir) / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     final = root / CKPT_FMT.format(step)
@@ -79,7 +83,7 @@ def save_checkpoint(run_dir: Path, step: int, model: Any, tokenizer: ChatTokeniz
     if tmp.exists():
         shutil.rmtree(tmp)
     try:
-        save_model(model, tokenizer, tmp)
+        save_model(model, tokenizer, tmp, sampling=sampling)
         torch.save({**state, "rng": rng_state(), "step": step}, tmp / STATE_FILE)
         if final.exists():
             shutil.rmtree(final)

@@ -52,7 +52,7 @@ import numpy as np
 import orjson
 import torch
 
-from rolloutlab import algos
+from rolloutlab import algos, outcomes
 from rolloutlab.agent import Episode, LoopConfig, TrainablePolicy
 from rolloutlab.envs import EnvSpec, Task, get_env_spec
 from rolloutlab.io import RolloutlabError, RunWriter, read_run
@@ -642,7 +642,7 @@ class Trainer:
             "policy_generator": self.policy.sampler_state(),
         }
         weights = self.full if self.fsdp else unwrap(self.model)
-        path = save_checkpoint(self.run_dir, self.step, weights, self.tokenizer, state)
+        path = save_checkpoint(self.run_dir, self.step, weights, self.tokenizer, state, sampling=self.cfg.rollout.loop)
         keep = self.cfg.trainer.keep_checkpoints
         if keep:
             for old in list_checkpoints(self.run_dir)[:-keep]:
@@ -799,8 +799,7 @@ def length_cut_rate(trajs: Sequence[Trajectory], max_tokens: int) -> float | Non
     """Share of the step's generated turns cut at ``rollout.max_tokens_per_turn`` (verl's
     ``response_length/clip_ratio``, per turn here: each turn is one generation); None when no
     turn recorded its token count."""
-    counts = [tu.tokens for t in trajs for tu in t.turns if tu.tokens is not None]
-    return float(np.mean([c >= max_tokens for c in counts])) if counts else None
+    return outcomes.length_cut_rate((tu.tokens for t in trajs for tu in t.turns), max_tokens)
 
 
 def repetition_rate(trajs: Sequence[Trajectory]) -> float | None:
