@@ -51,6 +51,8 @@ def _runs(v: Viewer, request: Request, *, least: int) -> list[str]:
 def _scalar_split(v: Viewer, rids: list[str], raw: str | None) -> tuple[str, list[str]]:
     """(the split the panel shows, every split the runs logged metrics in)."""
     found = sorted({s for rid in rids for s in S.metric_splits(v.view, rid)})
+    if raw and not found:  # nothing logged in any split: the page's split, said so by the panel
+        return raw, found
     if raw:
         if found and raw not in found:
             raise Q.BadRequest(f"split must be one of {', '.join(found)}; got {raw[:40]!r}")
@@ -107,7 +109,11 @@ def add_routes(app: FastAPI, v: Viewer) -> None:
                                f"{', '.join(map(str, near)) or 'none'}")
         cols = C.step_columns(v.view, rids, split, step, SIDE_GROUPS) if step is not None else []
         runs = [{"run": rid, **_run(v, rid)} for rid in rids]
-        return v.render("compare.html", rids=rids, runs=runs, split=split, table=table,
+        all_splits: dict[str, int] = {}
+        for rid in rids:
+            for s, n in Q.splits(v.view, rid).items():
+                all_splits[s] = all_splits.get(s, 0) + n
+        return v.render("compare.html", rids=rids, runs=runs, split=split, splits=all_splits, table=table,
                         curves=orjson.dumps({"curves": curves, "titles": dict(C.CURVES)}).decode(),
                         common=common, step=step, cols=cols, side_groups=SIDE_GROUPS,
                         run_params=orjson.dumps(rids).decode())
@@ -115,4 +121,5 @@ def add_routes(app: FastAPI, v: Viewer) -> None:
 
 def _run(v: Viewer, rid: str) -> dict[str, Any]:
     run = v.view.entry(rid)["run"]
-    return {"name": run.get("name") or rid, "status": run.get("status"), "source": run.get("source")}
+    return {"name": run.get("name") or rid, "status": run.get("status"), "source": run.get("source"),
+            "env": run.get("env")}

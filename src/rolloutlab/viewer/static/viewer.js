@@ -38,7 +38,8 @@
     var config = {displaylogo: false, responsive: true, modeBarButtonsToRemove: ["sendDataToCloud"]};
     grid.querySelectorAll("div.fig[data-fig]").forEach(function (el) {
       var fig = JSON.parse(el.getAttribute("data-fig"));
-      window.Plotly.newPlot(el, fig.data, fig.layout, config);
+      var lay = window.rolloutlabCharts ? window.rolloutlabCharts.steady(fig.data, fig.layout || {}) : fig.layout;
+      window.Plotly.newPlot(el, fig.data, lay, config);
       el.on("plotly_click", function (ev) {
         if (!ev || !ev.points || !ev.points.length) { return; }
         var pt = ev.points[0], meta = (pt.data && pt.data.meta) || {};
