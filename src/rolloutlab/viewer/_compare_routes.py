@@ -1,7 +1,7 @@
 """The routes of the scalar panel and the compare page (added to the app by :func:`add_routes`)::
 
     /compare?run=&run=&split=&step=          runs side by side: curves, the comparison table, one step of each
-    /api/scalars/index?run=&split=           the metric names of runs, grouped by prefix, and their x axes
+    /api/scalars/index?run=&split=&prefer=   the metric names of runs, grouped by prefix, and their x axes
     /api/scalars?run=&group=&x=&smooth=&split=   one group's series for each run (the scalar panel's charts)
     /api/compare?run=&run=&split=            the comparison table as JSON
 
@@ -48,9 +48,13 @@ def _runs(v: Viewer, request: Request, *, least: int) -> list[str]:
     return out
 
 
-def _scalar_split(v: Viewer, rids: list[str], raw: str | None) -> tuple[str, list[str]]:
-    """(the split the panel shows, every split the runs logged metrics in)."""
+def _scalar_split(v: Viewer, rids: list[str], raw: str | None, prefer: str | None = None) -> tuple[str, list[str]]:
+    """(the split the panel shows, every split the runs logged metrics in).  ``raw`` is
+    asked for (an error when no run logged it); ``prefer`` (the page's split) is taken
+    when some run logged it, else the default — train when logged, else the first."""
     found = sorted({s for rid in rids for s in S.metric_splits(v.view, rid)})
+    if not raw and prefer:
+        raw = prefer if prefer in found or not found else None
     if raw and not found:  # nothing logged in any split: the page's split, said so by the panel
         return raw, found
     if raw:
@@ -71,7 +75,7 @@ def add_routes(app: FastAPI, v: Viewer) -> None:
     @app.get("/api/scalars/index")
     def scalars_index(request: Request) -> JSONResponse:
         rids = _runs(v, request, least=1)
-        split, splits = _scalar_split(v, rids, request.query_params.get("split"))
+        split, splits = _scalar_split(v, rids, request.query_params.get("split"), request.query_params.get("prefer"))
         return JSONResponse({**S.index(v.view, rids, split), "splits": splits}, headers=NO_STORE_CACHE)
 
     @app.get("/api/scalars")

@@ -52,7 +52,8 @@
     var box = sec.querySelector(".scalar-groups");
     var groups = [];   // {group, names, details, grid, loaded, charts: [{name, fig, div, drawn, data}]}
     var runNames = {};
-    var split = sec.getAttribute("data-split") || "";  // the page's split first (an evaluation's is not train)
+    var split = "";
+    var prefer = sec.getAttribute("data-split") || "";  // the page's split, when the runs logged scalars in it
     // What the reader set (open groups, search, smoothing, axes) survives a live reload.
     var KEY = "rolloutlab.scalars." + JSON.stringify(runs);
     var saved = {};
@@ -269,7 +270,7 @@
 
     var fetchIndex = function () {
       var params = runParams();
-      if (split) { params.push(["split", split]); }
+      if (split) { params.push(["split", split]); } else if (prefer) { params.push(["prefer", prefer]); }
       fetch("/api/scalars/index?" + query(params), {credentials: "same-origin"})
         .then(function (r) { return r.ok ? r.json() : r.text().then(function (t) { throw new Error(t.slice(0, 200)); }); })
         .then(function (idx) { split = idx.split; build(idx); })
