@@ -181,3 +181,19 @@ def test_eval_only_run_scalar_panel(server: str, watched: Any, shot_dir: Path) -
     assert not page.is_checked("#live")
     page.locator("#scalars").screenshot(path=shot_dir / "inspect-scalars-1400.png")
     w.assert_clean()
+
+
+def test_dashboard_folds_constant_figures(server: str, watched: Any, shot_dir: Path) -> None:
+    """``nat`` has one turn per trajectory and 3.5 response tokens at every step: those
+    figures become one line of constants; the reward figure is drawn."""
+    w = at_width(watched, server, 1400)
+    page = w.page
+    page.goto(server + f"/runs/{NAT}")
+    page.wait_for_selector("#figures[data-ready='1']")
+    line = page.inner_text("#fig-constants")
+    assert "= 1" in line and "= 3.5" in line, line
+    shown = page.evaluate("""() => Array.from(document.querySelectorAll('#figures figure'))
+        .filter(f => !f.hidden).map(f => f.id)""")
+    assert "fig-reward" in shown or any("reward" in s for s in shown), shown
+    page.locator("#fig-constants").screenshot(path=shot_dir / "fig-constants-1400.png")
+    w.assert_clean()

@@ -132,8 +132,9 @@ def _flatten(obj: Any, prefix: str, out: dict[str, Any]) -> None:
 def config_table(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """The runs page's configuration table: one row per key of ``run.json`` (``model``,
     ``algorithm``, ``env`` and every ``config`` key, nested keys joined with ``.``), one
-    value per run (``None`` where a run lacks the key), ``differs`` when the runs' values
-    are not all equal.  Rows in natural order of their keys, at most ``CONFIG_KEYS``."""
+    value per run (``None`` where a run lacks the key), ``differs`` when two runs that have
+    the key give it different values (a key only some runs have is not, by itself, a
+    difference: it would mark every key of a run from another framework).  Rows in natural order of their keys, at most ``CONFIG_KEYS``."""
     flat: list[dict[str, Any]] = []
     for r in runs:
         f: dict[str, Any] = {k: r.get(k) for k in ("model", "algorithm", "env") if r.get(k) is not None}
@@ -156,7 +157,7 @@ def config_table(runs: list[dict[str, Any]]) -> dict[str, Any]:
     rows = []
     for k in keys[:CONFIG_KEYS]:
         vals = [text(f.get(k)) for f in flat]
-        rows.append({"key": k, "values": vals, "differs": len(set(vals)) > 1})
+        rows.append({"key": k, "values": vals, "differs": len({x for x in vals if x is not None}) > 1})
     return {"rows": rows, "more": max(0, len(keys) - CONFIG_KEYS), "value_chars": CONFIG_VALUE}
 
 
