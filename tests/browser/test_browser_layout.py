@@ -70,6 +70,7 @@ PAGES = {
     "step-table": f"/runs/{NAT}/steps/3?view=table",
     "compare": f"/compare?run={NAT}&run={OTHER}",
     "inspect": "/runs/inspect",
+    "one-step": "/runs/one-step",
 }
 
 
