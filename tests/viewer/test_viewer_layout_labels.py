@@ -220,6 +220,17 @@ def test_runs_table_shows_reward_first_to_last_and_the_final_evaluation(client: 
     assert re.search(r'<td class="final" data-v="">—</td>', other)
 
 
+def test_reward_windows_follow_the_analysis_edge_rule() -> None:
+    from rolloutlab.analysis._windows import edge_count
+    from rolloutlab.viewer._queries import edge_steps, reward_windows
+
+    assert [edge_steps(n) for n in range(1, 201)] == [edge_count(n) for n in range(1, 201)]
+    cells = [{"graded": g, "reward_sum": r} for g, r in ((2, 1.0), (4, 4.0), (1, 0.0), (3, 3.0))]
+    assert reward_windows(cells) == {"reward_first": 0.5, "reward_last": 1.0, "window": 1}
+    assert reward_windows([{"graded": 0, "reward_sum": None}]) == {"reward_first": None, "reward_last": None, "window": 1}
+    assert reward_windows([]) == {"reward_first": None, "reward_last": None, "window": None}
+
+
 def test_runs_page_has_a_filterable_configuration_table(client: TestClient) -> None:
     page = client.get("/").text
     table = page.split('id="config"')[1].split("</table>")[0]

@@ -18,10 +18,14 @@ rates, cards, the ``success=`` filter, task history — agrees with the analysis
 from __future__ import annotations
 
 import functools
+import itertools
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ParamSpec, Protocol, TypeVar
+
+import orjson
 
 from rolloutlab.io import RolloutlabError
 from rolloutlab.outcomes import step_sql
@@ -148,8 +152,6 @@ either key first): its content as a JSON string literal, decoded by :func:`_json
 def _json_user(prompt: str) -> str | None:
     """The content of the last user message of a JSON chat prompt (also of the end of one,
     cut at its start), decoded — so pages show its text, not JSON with literal ``\n``."""
-    import orjson
-
     if '"role"' not in prompt or '"user"' not in prompt:
         return None
     found = [m.group(1) or m.group(2) for m in _JSON_USER.finditer(prompt)]
@@ -359,16 +361,25 @@ def runs_overview(src: Source) -> list[dict[str, Any]]:
     return runs
 
 
+EDGE_FRAC = 0.1
+"""Share of a run's steps in its first and its last window: the analysis' early/late rule
+(``rolloutlab.analysis`` edge windows; a test checks the two agree), so the runs table's
+"first → last" is the headline's "Reward a → b"."""
+
+
+def edge_steps(n: int) -> int:
+    """Steps in each of the first and last windows of ``n`` steps: ceil(10 % of n), at least one."""
+    return max(1, math.ceil(EDGE_FRAC * n))
+
+
 def reward_windows(cells: list[dict[str, Any]]) -> dict[str, Any]:
     """``reward_first`` and ``reward_last``: the mean reward over the graded trajectories of
     the first and of the last ``window`` steps (the analysis' edge windows: ceil(10 %) of
     the steps, at least one; with one step both are that step), pooled over trajectories.
     ``cells``: one dict per step in step order with ``graded`` and ``reward_sum``."""
-    from rolloutlab.analysis._windows import edge_count
-
     if not cells:
         return {"reward_first": None, "reward_last": None, "window": None}
-    k = edge_count(len(cells)) if len(cells) >= 2 else 1
+    k = edge_steps(len(cells))
 
     def pooled(part: list[dict[str, Any]]) -> float | None:
         n = sum(c["graded"] for c in part)
@@ -646,16 +657,14 @@ def _show_once(t: dict[str, Any]) -> None:
     turn when it is that turn's action (``response_in_last_turn``).  Only whole texts are
     compared; a cut one is shown as stored."""
     turns = t["turns"]
-    for prev, u in zip(turns, turns[1:], strict=False):
+    for prev, u in itertools.pairwise(turns):
         raw = _whole(prev["texts"], "tool_calls")
         obs = _whole(u["texts"], "observation")
         if not raw or obs is None:
             continue
         try:
-            import orjson
-
             calls = orjson.loads(raw)
-        except ValueError:
+        except orjson.JSONDecodeError:
             continue
         results = [c["result"] for c in calls if isinstance(c, dict) and isinstance(c.get("result"), str)] \
             if isinstance(calls, list) else []
@@ -788,8 +797,6 @@ def eval_scores_page(src: Source, run_id: str, split: str, *, page: int,
 def grader_notes(x: dict[str, Any]) -> list[str]:
     """What the grader said about one sample: each scorer's value and explanation (Inspect's
     ``scores``), else why it is ungraded, else its error."""
-    import orjson
-
     out: list[str] = []
     raw = x.get("scores")
     try:
