@@ -71,6 +71,8 @@ PAGES = {
     "compare": f"/compare?run={NAT}&run={OTHER}",
     "inspect": "/runs/inspect",
     "one-step": "/runs/one-step",
+    "task": f"/runs/{NAT}/task?id=1",
+    "search": "/search?q=answer",
 }
 
 
