@@ -92,11 +92,25 @@ def natural_key(s: str | None) -> str | None:
     return re.sub(r"[0-9]+", digits, s)
 
 
+def _lambda_prefix() -> str:
+    """DuckDB's lambda syntax: ``lambda x:`` from 1.3 (2.0 refuses the older arrow), ``x ->`` before."""
+    import duckdb
+
+    try:
+        major, minor = (int(p) for p in duckdb.__version__.split(".")[:2])
+    except ValueError:
+        return "lambda x:"
+    return "lambda x:" if (major, minor) >= (1, 3) else "x ->"
+
+
+_LAMBDA = _lambda_prefix()
+
+
 def natural_sql(col: str) -> str:
     """:func:`natural_key` of column ``col`` as a DuckDB expression (``col`` is one of this
     module's fixed column names, never request text)."""
     return (f"array_to_string(list_transform(regexp_extract_all(CAST({col} AS VARCHAR), '[0-9]+|[^0-9]+'), "
-            f"lambda x: CASE WHEN regexp_full_match(x, '[0-9]+') THEN lpad(CAST(length(ltrim(x, '0')) AS VARCHAR), "
+            f"{_LAMBDA} CASE WHEN regexp_full_match(x, '[0-9]+') THEN lpad(CAST(length(ltrim(x, '0')) AS VARCHAR), "
             f"{_NAT_DIGITS}, '0') || ltrim(x, '0') ELSE x END), '')")
 
 
