@@ -170,7 +170,7 @@ def test_bad_scalar_requests_say_what_is_allowed(client: TestClient, query: list
 def test_dashboard_carries_the_scalar_panel(client: TestClient) -> None:
     r = client.get(f"/runs/{A}")
     assert r.status_code == 200
-    assert """<section class="scalars" id="scalars" data-runs='["arm-a"]' data-plotly="yes">""" in r.text
+    assert """<section class="scalars" id="scalars" data-runs='["arm-a"]' data-split="train" data-plotly="yes">""" in r.text
     assert '<script src="/static/scalars.js"></script>' in r.text
     assert_escaped(r.text)
     only = client.get(f"/runs/{METRICS_ONLY}")  # no trajectories: the panel is all there is
@@ -264,14 +264,16 @@ def test_runs_page_picks_sorts_and_keeps_names_whole(client: TestClient, built: 
         assert f'<input type="checkbox" class="pick" name="run" value="{rid}" form="compare-form"' in html
     name_cell = '<td class="l ell name" title="&lt;img src=x onerror=&#34;window.__xss=1&#34;&gt; arm b">'
     assert name_cell in html
-    assert html.count('data-sort="num"') == 4 and 'id="runs-filter"' in html
+    assert html.count('data-sort="num"') == 5 and 'id="runs-filter"' in html
     assert '<script src="/static/runs.js"></script>' in html
     assert re.search(r'<input type="checkbox" id="live" checked>', html)  # arm-a is running
 
 
-@pytest.mark.parametrize(("status", "live"), [("finished", False), ("aborted", False), ("unknown", True),
+@pytest.mark.parametrize(("status", "live"), [("finished", False), ("aborted", False), ("unknown", False),
                                               ("running", True)])
-def test_live_is_on_by_default_for_running_or_unknown_runs(tmp_path: Path, status: str, live: bool) -> None:
+def test_live_is_on_by_default_only_when_a_reload_can_bring_steps(tmp_path: Path, status: str, live: bool) -> None:
+    """Ticked for a running run; not for an import of unknown status that nothing re-reads
+    (issue 22 § 4: the box is ticked only when the viewer can actually reload)."""
     store, b = make_compare_store(tmp_path, status_a=status, status_b="finished")
     with client_for(store) as c:
         dash = c.get(f"/runs/{A}").text

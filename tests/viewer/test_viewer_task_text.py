@@ -67,7 +67,12 @@ def test_task_page_shows_the_task_and_each_response_end(store: Path) -> None:
     with client_for(store) as c:
         step = c.get("/runs/r/steps/1").text
         group = next(g for g in step.split('<section class="group') if "How many legs" in g)
-        href = re.search(r'href="(/runs/r/task\?[^"]+)"', group)
+        # one step: the group offers no "task across training" (issue 22 § 4); the trajectory does
+        assert "/runs/r/task?" not in group
+        card = re.search(r'href="(/runs/r/traj\?[^"]+)"', group)
+        assert card is not None
+        traj = c.get(card.group(1).replace("&amp;", "&")).text
+        href = re.search(r'id="task-link" href="(/runs/r/task\?[^"]+)"', traj)
         assert href is not None
         page = c.get(href.group(1).replace("&amp;", "&")).text
     task = re.search(r'<p class="task-text" id="task-text">(.*?)</p>', page, flags=re.S)

@@ -109,9 +109,59 @@ def run_info(entry: dict[str, Any]) -> dict[str, Any]:
     return {**{k: None for k in RUN_KEYS}, **run, "labels": run.get("labels") or {}}
 
 
-def live_default(status: str | None) -> bool:
-    """Whether a page of a run starts live: the run is running, or nobody knows."""
-    return status in ("running", "unknown", None)
+def live_default(status: str | None, *, watching: bool = False) -> bool:
+    """Whether a page of a run starts live (the box ticked): only when a reload can bring
+    something new — the run says it is running (its writer or an ``ingest`` adds steps),
+    or its status is unknown and this viewer re-ingests it on a timer (``--watch`` with
+    its sources named).  A finished run, or an import of unknown status nobody re-reads,
+    starts unticked (the banner still says when the store changes)."""
+    return status == "running" or (watching and status not in ("finished", "aborted"))
+
+
+CONFIG_KEYS = 300
+"""Configuration keys shown in the runs page's table (the rest are counted)."""
+CONFIG_VALUE = 120
+"""Characters of one configuration value shown (the whole value in its title)."""
+
+
+def _flatten(obj: Any, prefix: str, out: dict[str, Any]) -> None:
+    if isinstance(obj, dict) and obj:
+        for k, val in obj.items():
+            _flatten(val, f"{prefix}.{k}" if prefix else str(k), out)
+    else:
+        out[prefix] = obj
+
+
+def config_table(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The runs page's configuration table: one row per key of ``run.json`` (``model``,
+    ``algorithm``, ``env`` and every ``config`` key, nested keys joined with ``.``), one
+    value per run (``None`` where a run lacks the key), ``differs`` when two runs that have
+    the key give it different values (a key only some runs have is not, by itself, a
+    difference: it would mark every key of a run from another framework).  Rows in natural order of their keys, at most ``CONFIG_KEYS``."""
+    flat: list[dict[str, Any]] = []
+    for r in runs:
+        f: dict[str, Any] = {k: r.get(k) for k in ("model", "algorithm", "env") if r.get(k) is not None}
+        raw = r.get("config")
+        try:
+            cfg = orjson.loads(raw) if isinstance(raw, str) and raw else (raw or {})
+        except orjson.JSONDecodeError:
+            cfg = {"config": raw}
+        _flatten(cfg if isinstance(cfg, dict) else {"config": cfg}, "", f)
+        flat.append({k: val for k, val in f.items() if k})
+    top = ["model", "algorithm", "env"]
+    keys = [k for k in top if any(k in f for f in flat)]
+    keys += sorted({k for f in flat for k in f} - set(top), key=lambda k: Q.natural_key(k) or "")
+
+    def text(val: Any) -> str | None:
+        if val is None:
+            return None
+        return val if isinstance(val, str) else orjson.dumps(val, default=str).decode()
+
+    rows = []
+    for k in keys[:CONFIG_KEYS]:
+        vals = [text(f.get(k)) for f in flat]
+        rows.append({"key": k, "values": vals, "differs": len({x for x in vals if x is not None}) > 1})
+    return {"rows": rows, "more": max(0, len(keys) - CONFIG_KEYS), "value_chars": CONFIG_VALUE}
 
 
 def is_loopback(host: str) -> bool:
@@ -211,6 +261,12 @@ def create_app(store: str | Path, *, watch: float | None = None, allowed_hosts: 
     def args(request: Request) -> dict[str, str]:
         return {k: val for k, val in request.query_params.items()}
 
+    def watching(rid: str) -> bool:
+        """Whether this viewer's timer re-ingests the run (``--watch``, its sources named)."""
+        if not (v.watch and v.can_reingest):
+            return False
+        return any(v.named(str(src)) for src in v.view.entry(rid).get("sources", []))
+
     def pick_split(rid: str, raw: str | None) -> tuple[str, dict[str, int]]:
         counts = Q.splits(v.view, rid)
         split = raw or Q.default_split(counts)
@@ -228,8 +284,10 @@ def create_app(store: str | Path, *, watch: float | None = None, allowed_hosts: 
                              hint=f"rolloutlab ingest SRC --store {v.path}", live_url="/api/version",
                              live_version="", live_on=True)
         runs = Q.runs_overview(v.view)
-        return v.render("runs.html", runs=runs, live_url="/api/version", live_version=v.view.version,
-                        live_on=any(live_default(r["status"]) for r in runs))
+        mixed = any(str(r.get("model") or "").startswith("mixed (") for r in runs)
+        return v.render("runs.html", runs=runs, config=config_table(runs), mixed=mixed, live_url="/api/version",
+                        live_version=v.view.version, live_on=any(live_default(r["status"], watching=watching(r["run_id"]))
+                                                                 for r in runs))
 
     @app.get("/runs/{run_id}", response_class=HTMLResponse)
     def dashboard(request: Request, run_id: str) -> Response:
@@ -241,7 +299,7 @@ def create_app(store: str | Path, *, watch: float | None = None, allowed_hosts: 
         common = {"rid": rid, "run": run_info(entry), "sources": entry.get("sources", []), "split": split,
                   "splits": counts, "token": v.token, "can_reingest": v.can_reingest,
                   "flash": v.flash.pop(rid, None), "live_url": url(f"/api/runs/{seg(rid)}/version", split=split),
-                  "live_version": version, "live_on": live_default(entry["run"].get("status")) or bool(v.watch)}
+                  "live_version": version, "live_on": live_default(entry["run"].get("status"), watching=watching(rid))}
         rule = v.view.success_rule(rid, split)
         common["success_rule"] = rule.text if rule is not None else None
         if not counts:  # metrics only (or nothing yet): the analysis of its scalars, if it logged any
@@ -260,7 +318,8 @@ def create_app(store: str | Path, *, watch: float | None = None, allowed_hosts: 
             xs = [r["step"] for r in steps]
             for key, title in (("mean_reward", "mean reward (graded)"), ("success_rate", "success rate"),
                                ("zero_var_groups", "groups with zero reward variance"),
-                               ("mean_response_tokens", "response tokens"), ("mean_response_chars", "response chars"),
+                               ("mean_response_tokens", "tokens per trajectory (all turns)"),
+                               ("mean_response_chars", "chars of the final response"),
                                ("mean_turns", "turns"), ("ungraded_rate", "ungraded rate")):
                 c = svg_chart(xs, [r[key] for r in steps])
                 if c is not None:
@@ -328,7 +387,7 @@ def create_app(store: str | Path, *, watch: float | None = None, allowed_hosts: 
                         adv=adv if step_adv is not None else None, adv_default=adv_default, adv_why=adv_why,
                         estimators=ESTIMATORS, adv_formula=FORMULA[adv],
                         adv_caveat=step_adv.note if step_adv is not None else None,
-                        row=row, view=view, sort=sort, order=order, sorts=list(sorts), per_page=per_page,
+                        n_steps=len(all_steps), row=row, view=view, sort=sort, order=order, sorts=list(sorts), per_page=per_page,
                         per_page_choices=PER_PAGE[view], page=page, pages=max(1, math.ceil(total / per_page)),
                         total=total, items=items, f=f, keep=keep, terminations=Q.terminations(v.view, rid, split, step),
                         success_rule=rule.text if (rule := v.view.success_rule(rid, split)) is not None else None,
@@ -344,7 +403,9 @@ def create_app(store: str | Path, *, watch: float | None = None, allowed_hosts: 
         if t is None:
             raise NotFound(f"no trajectory {traj_id[:200]!r} in run {rid!r}")
         run = run_info(v.view.entry(rid))
-        return v.render("traj.html", rid=rid, run=run, t=t, preview=Q.TEXT_PREVIEW, **traj_context(v, rid, run, t, a))
+        n_steps = len(Q.step_list(v.view, rid, t["split"]))
+        return v.render("traj.html", rid=rid, run=run, t=t, preview=Q.TEXT_PREVIEW, n_steps=n_steps,
+                        **traj_context(v, rid, run, t, a))
 
     @app.get("/runs/{run_id}/text")
     def text_page(request: Request, run_id: str) -> Response:

@@ -42,6 +42,9 @@ class Table:
     interval: str = ""
     """How the interval was computed (shown under the table)."""
     notes: list[str] = field(default_factory=list)
+    mismatch: list[str] = field(default_factory=list)
+    """Why these runs are not like for like (another environment, another task set): said
+    at the top of the page; then no difference is paired by task."""
 
 
 class Comparisons:
@@ -59,7 +62,8 @@ class Comparisons:
             if key in self._done:
                 self._done.move_to_end(key)
                 return self._done[key]
-        out = comparison(Store(self.view.path), run_ids, split)
+        envs = [self.view.entry(r)["run"].get("env") for r in run_ids]
+        out = comparison(Store(self.view.path), run_ids, split, envs=envs)
         with self._lock:
             self._done[key] = out
             while len(self._done) > _CACHED:
@@ -67,9 +71,37 @@ class Comparisons:
         return out
 
 
-def comparison(store: Store, run_ids: Sequence[str], split: str) -> tuple[Table, dict[str, dict[str, list[Any]]]]:
+TASK_OVERLAP = 0.5
+"""Below this share of common task ids (of the smaller set), two runs are on different
+task sets: their task ids name different things, and pairing them would be wrong."""
+
+
+def mismatches(run_ids: Sequence[str], envs: Sequence[str | None],
+               tasks: Sequence[set[str]]) -> list[str]:
+    """Why each run is not like for like with the baseline (``run_ids[0]``): another
+    environment (both named, and different), or another task set (fewer than
+    ``TASK_OVERLAP`` of the smaller set's task ids in common).  Empty when they match."""
+    out = []
+    base, base_env, base_tasks = run_ids[0], envs[0], tasks[0]
+    for rid, env, ts in zip(run_ids[1:], envs[1:], tasks[1:], strict=True):
+        if base_env and env and env != base_env:
+            out.append(f"{rid} runs environment {env!r}, the baseline {base} runs {base_env!r}")
+            continue
+        if base_tasks and ts:
+            common = len(base_tasks & ts)
+            if common < TASK_OVERLAP * min(len(base_tasks), len(ts)):
+                out.append(f"{rid} and the baseline {base} share {common} of their task ids ({len(ts)} and "
+                           f"{len(base_tasks)}): different task sets")
+    return out
+
+
+def comparison(store: Store, run_ids: Sequence[str], split: str, *,
+               envs: Sequence[str | None] | None = None) -> tuple[Table, dict[str, dict[str, list[Any]]]]:
     """The table ``rolloutlab analyze run_ids[0] --vs run_ids[1:] --split split`` shows,
-    and the canonical curves of runs that have only metrics."""
+    and the canonical curves of runs that have only metrics.  Runs on different
+    environments or task sets (:func:`mismatches`) are compared unpaired: each run's task
+    ids are made its own (prefixed by its position), so no task of one is paired with a
+    task of another that merely shares its id."""
     from rolloutlab.analysis import (
         compare_metric_runs,
         compare_runs,
@@ -90,19 +122,28 @@ def comparison(store: Store, run_ids: Sequence[str], split: str) -> tuple[Table,
             curves[rid] = {"step": [int(s) for s in t.index]}
             for key, _ in CURVES:
                 curves[rid][key] = plain(t[key].tolist()) if key in t.columns else []
+    tasks = [set() if f.traj.empty else {str(t) for t in f.traj["task_id"].dropna().unique()} for f in frames]
+    mismatch = mismatches(run_ids, list(envs) if envs is not None else [None] * len(run_ids), tasks)
+    if mismatch:
+        for i, f in enumerate(frames):
+            if not f.traj.empty:
+                ids = f.traj["task_id"]
+                f.traj = f.traj.assign(task_id=ids.where(ids.isna(), f"{i}:" + ids.astype(str)))
     if any(f.traj.empty for f in frames):
         m = compare_metric_runs(frames, names=names)
         d = m.to_dict()
         return Table("metrics", d["table"], m.baseline, f"95% {d['interval']}, last {m.window} steps",
-                     list(m.notes)), curves
+                     list(m.notes), mismatch), curves
     try:
         c = compare_runs(frames, names=names)
     except ValueError as e:  # no common step
-        return Table("none", notes=[str(e)]), curves
+        return Table("none", notes=[str(e)], mismatch=mismatch), curves
     rows = plain(c.overall.to_dict(orient="records"))
+    how = ("never paired by task (the runs are not on the same tasks, see the top of the page): resampling whole "
+           "groups" if mismatch else "paired by task when the tasks match, else resampling whole groups")
     return Table("trajectories", rows, c.names[0],
-                 f"{100 * c.level:g}% expanded percentile bootstrap ({c.n_boot} resamples): paired by task when "
-                 "the tasks match, else resampling whole groups"), curves
+                 f"{100 * c.level:g}% expanded percentile bootstrap ({c.n_boot} resamples): {how}",
+                 mismatch=mismatch), curves
 
 
 def main_curves(view: StoreView, run_ids: Sequence[str], split: str,

@@ -1,7 +1,7 @@
 """The routes of the scalar panel and the compare page (added to the app by :func:`add_routes`)::
 
     /compare?run=&run=&split=&step=          runs side by side: curves, the comparison table, one step of each
-    /api/scalars/index?run=&split=           the metric names of runs, grouped by prefix, and their x axes
+    /api/scalars/index?run=&split=&prefer=   the metric names of runs, grouped by prefix, and their x axes
     /api/scalars?run=&group=&x=&smooth=&split=   one group's series for each run (the scalar panel's charts)
     /api/compare?run=&run=&split=            the comparison table as JSON
 
@@ -48,9 +48,15 @@ def _runs(v: Viewer, request: Request, *, least: int) -> list[str]:
     return out
 
 
-def _scalar_split(v: Viewer, rids: list[str], raw: str | None) -> tuple[str, list[str]]:
-    """(the split the panel shows, every split the runs logged metrics in)."""
+def _scalar_split(v: Viewer, rids: list[str], raw: str | None, prefer: str | None = None) -> tuple[str, list[str]]:
+    """(the split the panel shows, every split the runs logged metrics in).  ``raw`` is
+    asked for (an error when no run logged it); ``prefer`` (the page's split) is taken
+    when some run logged it, else the default — train when logged, else the first."""
     found = sorted({s for rid in rids for s in S.metric_splits(v.view, rid)})
+    if not raw and prefer:
+        raw = prefer if prefer in found or not found else None
+    if raw and not found:  # nothing logged in any split: the page's split, said so by the panel
+        return raw, found
     if raw:
         if found and raw not in found:
             raise Q.BadRequest(f"split must be one of {', '.join(found)}; got {raw[:40]!r}")
@@ -69,7 +75,7 @@ def add_routes(app: FastAPI, v: Viewer) -> None:
     @app.get("/api/scalars/index")
     def scalars_index(request: Request) -> JSONResponse:
         rids = _runs(v, request, least=1)
-        split, splits = _scalar_split(v, rids, request.query_params.get("split"))
+        split, splits = _scalar_split(v, rids, request.query_params.get("split"), request.query_params.get("prefer"))
         return JSONResponse({**S.index(v.view, rids, split), "splits": splits}, headers=NO_STORE_CACHE)
 
     @app.get("/api/scalars")
@@ -107,7 +113,11 @@ def add_routes(app: FastAPI, v: Viewer) -> None:
                                f"{', '.join(map(str, near)) or 'none'}")
         cols = C.step_columns(v.view, rids, split, step, SIDE_GROUPS) if step is not None else []
         runs = [{"run": rid, **_run(v, rid)} for rid in rids]
-        return v.render("compare.html", rids=rids, runs=runs, split=split, table=table,
+        all_splits: dict[str, int] = {}
+        for rid in rids:
+            for s, n in Q.splits(v.view, rid).items():
+                all_splits[s] = all_splits.get(s, 0) + n
+        return v.render("compare.html", rids=rids, runs=runs, split=split, splits=all_splits, table=table,
                         curves=orjson.dumps({"curves": curves, "titles": dict(C.CURVES)}).decode(),
                         common=common, step=step, cols=cols, side_groups=SIDE_GROUPS,
                         run_params=orjson.dumps(rids).decode())
@@ -115,4 +125,5 @@ def add_routes(app: FastAPI, v: Viewer) -> None:
 
 def _run(v: Viewer, rid: str) -> dict[str, Any]:
     run = v.view.entry(rid)["run"]
-    return {"name": run.get("name") or rid, "status": run.get("status"), "source": run.get("source")}
+    return {"name": run.get("name") or rid, "status": run.get("status"), "source": run.get("source"),
+            "env": run.get("env")}

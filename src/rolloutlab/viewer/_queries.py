@@ -18,10 +18,14 @@ rates, cards, the ``success=`` filter, task history — agrees with the analysis
 from __future__ import annotations
 
 import functools
+import itertools
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ParamSpec, Protocol, TypeVar
+
+import orjson
 
 from rolloutlab.io import RolloutlabError
 from rolloutlab.outcomes import step_sql
@@ -69,8 +73,49 @@ def _resolve_again(fn: Callable[_P, _T]) -> Callable[_P, _T]:
     return wrapper
 
 
+_NAT_DIGITS = 5
+"""Width of the length prefix of a digit run in a natural sort key (numbers up to 99999 digits)."""
+
+
+def natural_key(s: str | None) -> str | None:
+    """A key that sorts ids naturally as plain text: each run of digits becomes its length
+    (zero-padded to ``_NAT_DIGITS``) and its digits without leading zeros, so ``g2`` sorts
+    before ``g10`` and ``test/13`` before ``test/101``.  :func:`natural_sql` computes the
+    same key inside SQL (the tests check that both agree)."""
+    if s is None:
+        return None
+
+    def digits(m: re.Match[str]) -> str:
+        d = m.group().lstrip("0")
+        return f"{len(d):0{_NAT_DIGITS}d}{d}"
+
+    return re.sub(r"[0-9]+", digits, s)
+
+
+def _lambda_prefix() -> str:
+    """DuckDB's lambda syntax: ``lambda x:`` from 1.3 (2.0 refuses the older arrow), ``x ->`` before."""
+    import duckdb
+
+    try:
+        major, minor = (int(p) for p in duckdb.__version__.split(".")[:2])
+    except ValueError:
+        return "lambda x:"
+    return "lambda x:" if (major, minor) >= (1, 3) else "x ->"
+
+
+_LAMBDA = _lambda_prefix()
+
+
+def natural_sql(col: str) -> str:
+    """:func:`natural_key` of column ``col`` as a DuckDB expression (``col`` is one of this
+    module's fixed column names, never request text)."""
+    return (f"array_to_string(list_transform(regexp_extract_all(CAST({col} AS VARCHAR), '[0-9]+|[^0-9]+'), "
+            f"{_LAMBDA} CASE WHEN regexp_full_match(x, '[0-9]+') THEN lpad(CAST(length(ltrim(x, '0')) AS VARCHAR), "
+            f"{_NAT_DIGITS}, '0') || ltrim(x, '0') ELSE x END), '')")
+
+
 TRAJ_SORTS: dict[str, str] = {
-    "sample": "group_id, sample_idx, traj_id",
+    "sample": f"{natural_sql('group_id')}, sample_idx, {natural_sql('traj_id')}",
     "reward": "reward",
     "success": "success",
     "termination": "termination",
@@ -78,12 +123,12 @@ TRAJ_SORTS: dict[str, str] = {
     "tokens": "response_tokens",
     "tools": "tool_calls",
     "invalid": "invalid_actions",
-    "step": "step, group_id, sample_idx",
+    "step": f"step, {natural_sql('group_id')}, sample_idx",
 }
 """Table-view sort keys → ORDER BY text (the only way a sort reaches SQL)."""
 
 GROUP_SORTS: dict[str, str] = {
-    "group": "group_key",
+    "group": natural_sql("group_key"),
     "mean": "mean_reward",
     "std": "std_reward",
     "success": "success_rate",
@@ -111,12 +156,40 @@ _USER_TURN = (
 )
 
 
+_JSON_USER = re.compile(
+    r'\{\s*"role"\s*:\s*"user"\s*,\s*"content"\s*:\s*("(?:[^"\\]|\\.)*")'
+    r'|"content"\s*:\s*("(?:[^"\\]|\\.)*")\s*,\s*"role"\s*:\s*"user"\s*[,}]')
+"""A user message of a chat prompt stored as JSON (``[{"role": "user", "content": "…"}]``,
+either key first): its content as a JSON string literal, decoded by :func:`_json_user`."""
+
+
+def _json_user(prompt: str) -> str | None:
+    """The content of the last user message of a JSON chat prompt (also of the end of one,
+    cut at its start), decoded — so pages show its text, not JSON with literal ``\n``."""
+    if '"role"' not in prompt or '"user"' not in prompt:
+        return None
+    found = [m.group(1) or m.group(2) for m in _JSON_USER.finditer(prompt)]
+    for lit in reversed(found):
+        try:
+            text = orjson.loads(lit)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(text, str) and text.strip():
+            return text.strip()
+    return None
+
+
 def user_turn(prompt: str | None) -> str | None:
-    """The last user turn of a rendered prompt (ChatML, Llama 3, ``[INST]``, or ChatML with
-    its special tokens stripped, as verl's dumps decode it), or None when no template is
-    recognised — then pages show the prompt's end instead."""
+    """The last user turn of a prompt: a JSON chat prompt's last user message, or of a
+    rendered prompt (ChatML, Llama 3, ``[INST]``, or ChatML with its special tokens
+    stripped, as verl's dumps decode it), or None when no template is recognised — then
+    pages show the prompt's end instead."""
     if not prompt:
         return None
+    if prompt.lstrip()[:1] in ("[", "{") or prompt.rstrip().endswith(("]", "}")):
+        text = _json_user(prompt)
+        if text is not None:
+            return text
     for pat in _USER_TURN:
         found = [m.strip() for m in pat.findall(prompt)]
         if found and found[-1]:
@@ -261,21 +334,87 @@ class Filters:
 
 
 def runs_overview(src: Source) -> list[dict[str, Any]]:
-    return src.query(
-        """
+    """One row per run for the runs page: the run's record (``config`` as JSON text), and
+    over its main split (:func:`default_split`): ``split``, ``steps`` (distinct steps),
+    ``first_step``, ``last_step_seen``, ``trajectories`` (all splits), ``ungraded_rate``,
+    and :func:`reward_windows`' ``reward_first`` / ``reward_last`` / ``window``; and
+    :func:`final_eval`'s ``final_eval`` (the last held-out result, or None)."""
+    runs = src.query(
+        f"""
         SELECT r.run_id, r.name, r.source, r.model, r.algorithm, r.env, r.status, r.last_step,
-               r.created_at, r.labels, t.splits, t.steps, t.trajectories, t.mean_reward, t.ungraded_rate
+               r.created_at, r.labels, r.config, t.splits, t.trajectories, t.ungraded_rate
         FROM runs r LEFT JOIN (
-            SELECT run_id, string_agg(DISTINCT split, ', ' ORDER BY split) AS splits,
-                   count(DISTINCT (split, step)) AS steps, count(*) AS trajectories,
-                   avg(reward) AS mean_reward,
+            SELECT run_id, string_agg(DISTINCT split, ', ' ORDER BY split) AS splits, count(*) AS trajectories,
                    avg(CASE WHEN graded THEN 0.0 ELSE 1.0 END) AS ungraded_rate
             FROM trajectories GROUP BY run_id
         ) t USING (run_id)
-        ORDER BY r.name, r.run_id
+        ORDER BY {natural_sql('r.name')}, {natural_sql('r.run_id')}
         """,
         [],
     )
+    cells = src.query(
+        "SELECT run_id, split, step, count(*) AS n, count(*) FILTER (WHERE graded) AS graded, "
+        "sum(reward) FILTER (WHERE graded) AS reward_sum, "
+        "count(success) FILTER (WHERE graded) AS judged, count(*) FILTER (WHERE graded AND success) AS successes "
+        "FROM trajectories GROUP BY run_id, split, step ORDER BY run_id, split, step",
+        [],
+    )
+    by_run: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for c in cells:
+        by_run.setdefault(c["run_id"], {}).setdefault(c["split"], []).append(c)
+    for r in runs:
+        per_split = by_run.get(r["run_id"], {})
+        split = default_split({k: sum(c["n"] for c in v) for k, v in per_split.items()})
+        main = per_split.get(split, [])
+        r["split"] = split if main else None
+        r["steps"] = len(main) if main else None
+        r["first_step"] = main[0]["step"] if main else None
+        r["last_step_seen"] = main[-1]["step"] if main else None
+        r.update(reward_windows(main))
+        r["final_eval"] = final_eval(per_split, split)
+    return runs
+
+
+EDGE_FRAC = 0.1
+"""Share of a run's steps in its first and its last window: the analysis' early/late rule
+(``rolloutlab.analysis`` edge windows; a test checks the two agree), so the runs table's
+"first → last" is the headline's "Reward a → b"."""
+
+
+def edge_steps(n: int) -> int:
+    """Steps in each of the first and last windows of ``n`` steps: ceil(10 % of n), at least one."""
+    return max(1, math.ceil(EDGE_FRAC * n))
+
+
+def reward_windows(cells: list[dict[str, Any]]) -> dict[str, Any]:
+    """``reward_first`` and ``reward_last``: the mean reward over the graded trajectories of
+    the first and of the last ``window`` steps (the analysis' edge windows: ceil(10 %) of
+    the steps, at least one; with one step both are that step), pooled over trajectories.
+    ``cells``: one dict per step in step order with ``graded`` and ``reward_sum``."""
+    if not cells:
+        return {"reward_first": None, "reward_last": None, "window": None}
+    k = edge_steps(len(cells))
+
+    def pooled(part: list[dict[str, Any]]) -> float | None:
+        n = sum(c["graded"] for c in part)
+        return sum(c["reward_sum"] or 0.0 for c in part) / n if n else None
+
+    return {"reward_first": pooled(cells[:k]), "reward_last": pooled(cells[-k:]), "window": k}
+
+
+def final_eval(per_split: dict[str, list[dict[str, Any]]], main: str) -> dict[str, Any] | None:
+    """The last held-out result: over the splits other than ``train`` (for a run without
+    train, its main split), the one with the most trajectories; at its last step, the
+    mean reward over graded trajectories and the success rate over judged ones
+    (``{split, step, reward, success, n, graded}``), or None when there is none."""
+    held = {k: v for k, v in per_split.items() if k != "train"}
+    if not held:
+        return None
+    split = max(held, key=lambda k: (sum(c["n"] for c in held[k]), k == main, k))
+    last = held[split][-1]
+    return {"split": split, "step": last["step"], "n": last["n"], "graded": last["graded"],
+            "reward": (last["reward_sum"] or 0.0) / last["graded"] if last["graded"] else None,
+            "success": last["successes"] / last["judged"] if last["judged"] else None}
 
 
 def splits(src: Source, run_id: str) -> dict[str, int]:
@@ -385,7 +524,7 @@ def step_table_page(src: Source, run_id: str, split: str, step: int, f: Filters,
     """(matching trajectories, one page of them) for the table view."""
     where, params = f.where(src, run_id, split, step)
     total = src.query(f"SELECT count(*) AS n FROM trajectories WHERE {where}", params)[0]["n"]
-    order = ", ".join(f"{c.strip()} {'DESC' if desc else 'ASC'} NULLS LAST" for c in TRAJ_SORTS[sort].split(","))
+    order = ", ".join(f"{c} {'DESC' if desc else 'ASC'} NULLS LAST" for c in _sort_terms(TRAJ_SORTS[sort]))
     rows = src.query(
         f"SELECT {_CARD_COLUMNS} FROM trajectories WHERE {where} ORDER BY {order}, traj_id LIMIT ? OFFSET ?",
         [*params, per_page, (page - 1) * per_page],
@@ -418,7 +557,7 @@ def step_groups_page(src: Source, run_id: str, split: str, step: int, f: Filters
     gparams = [*params, run_id, split, step]
     total = src.query(f"SELECT count(*) AS n FROM ({groups_sql})", gparams)[0]["n"]
     groups = src.query(
-        f"{groups_sql} ORDER BY {GROUP_SORTS[sort]} {'DESC' if desc else 'ASC'} NULLS LAST, group_key "
+        f"{groups_sql} ORDER BY {GROUP_SORTS[sort]} {'DESC' if desc else 'ASC'} NULLS LAST, {natural_sql('group_key')} "
         "LIMIT ? OFFSET ?",
         [*gparams, per_page, (page - 1) * per_page],
     )
@@ -427,7 +566,7 @@ def step_groups_page(src: Source, run_id: str, split: str, step: int, f: Filters
     keys = [g["group_key"] for g in groups]
     members = src.query(
         f"SELECT {_CARD_COLUMNS}, {key} AS group_key FROM trajectories WHERE {where} "
-        f"AND list_contains(?, {key}) ORDER BY sample_idx NULLS LAST, traj_id",
+        f"AND list_contains(?, {key}) ORDER BY sample_idx NULLS LAST, {natural_sql('traj_id')}",
         [*params, keys],
     )
     _with_snippets(src, run_id, split, step, members)
@@ -440,6 +579,20 @@ def step_groups_page(src: Source, run_id: str, split: str, step: int, f: Filters
 
 
 # -- one trajectory -----------------------------------------------------------------------
+
+
+def _sort_terms(order_by: str) -> list[str]:
+    """The comma-separated terms of an ORDER BY text, commas inside parentheses kept."""
+    terms, depth, cur = [], 0, ""
+    for ch in order_by:
+        if ch == "," and depth == 0:
+            terms.append(cur.strip())
+            cur = ""
+            continue
+        depth += (ch == "(") - (ch == ")")
+        cur += ch
+    terms.append(cur.strip())
+    return terms
 
 
 def _cut(fields: tuple[str, ...], limit: int) -> str:
@@ -486,10 +639,12 @@ def trajectory(src: Source, run_id: str, traj_id: str, split: str | None = None,
     for u in turns:
         u["texts"] = by_turn.get(u["turn_idx"], {})
     t["turns"] = turns
+    _show_once(t)
     t["siblings"] = (
         src.query(
             "SELECT traj_id, sample_idx, reward, success, graded FROM trajectories "
-            "WHERE run_id = ? AND split = ? AND step = ? AND group_id = ? ORDER BY sample_idx NULLS LAST, traj_id",
+            "WHERE run_id = ? AND split = ? AND step = ? AND group_id = ? ORDER BY sample_idx NULLS LAST, "
+            f"{natural_sql('traj_id')}",
             [run_id, t["split"], t["step"], t["group_id"]],
         )
         if t["group_id"] is not None
@@ -511,6 +666,50 @@ def token_data(src: Source, run_id: str, split: str, step: int, traj_id: str,
     if turn_idx is not None:
         where, params = "traj_id = ? AND turn_idx = ? AND token_data IS NOT NULL", [traj_id, turn_idx]
     return {r["turn_idx"]: r["token_data"] for r in texts(src, run_id, split, step, "turn_idx, token_data", where, params)}
+
+
+def _whole(x: dict[str, Any], field: str) -> str | None:
+    """A text field of a row when it was read whole (not cut to the preview), else None."""
+    text = x.get(field)
+    return text if isinstance(text, str) and x.get(f"{field}_len") == len(text) else None
+
+
+def _show_once(t: dict[str, Any]) -> None:
+    """Each text once on the trajectory page, for transcripts that record it twice.
+
+    Agent-log importers (Inspect, …) keep a tool's result with its call *and* in the next
+    turn's observation (the run format's observation is everything the model saw before
+    the turn, and the trainer's input stays whole in the store), and the response is the
+    last turn's action.  The page shows a result under its call only: a turn's
+    observation loses the leading results of the previous turn's calls (what is left — a
+    user message — stays); and the trajectory's response is not repeated after the last
+    turn when it is that turn's action (``response_in_last_turn``).  Only whole texts are
+    compared; a cut one is shown as stored."""
+    turns = t["turns"]
+    for prev, u in itertools.pairwise(turns):
+        raw = _whole(prev["texts"], "tool_calls")
+        obs = _whole(u["texts"], "observation")
+        if not raw or obs is None:
+            continue
+        try:
+            calls = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            continue
+        results = [c["result"] for c in calls if isinstance(c, dict) and isinstance(c.get("result"), str)] \
+            if isinstance(calls, list) else []
+        shown = "\n".join(results)
+        if results and obs.startswith(shown):
+            rest = obs[len(shown):].lstrip("\n")
+            u["texts"]["observation"] = rest or None
+            u["texts"]["observation_len"] = len(rest)
+            u["observation_deduped"] = True
+    t["response_in_last_turn"] = False
+    if turns:
+        last = _whole(turns[-1]["texts"], "action")
+        resp = _whole(t["texts"], "response")
+        if last is not None and resp is not None and last.strip() == resp.strip() and resp.strip():
+            t["texts"]["response"] = None
+            t["response_in_last_turn"] = True
 
 
 def full_text(src: Source, run_id: str, traj_id: str, turn_idx: int, field: str, split: str | None = None,
@@ -542,7 +741,7 @@ def task_at_step(src: Source, run_id: str, split: str, task_id: str, step: int, 
     """The task's trajectories at one step, with the start of each response and of each action."""
     rows = src.query(
         f"SELECT {_CARD_COLUMNS} FROM trajectories WHERE run_id = ? AND split = ? AND step = ? AND task_id = ? "
-        "ORDER BY group_id, sample_idx NULLS LAST, traj_id LIMIT ?",
+        f"ORDER BY {natural_sql('group_id')}, sample_idx NULLS LAST, {natural_sql('traj_id')} LIMIT ?",
         [run_id, split, step, task_id, limit],
     )
     if not rows:
@@ -588,7 +787,7 @@ def eval_scores_page(src: Source, run_id: str, split: str, *, page: int,
                count(*) FILTER (WHERE graded) AS graded, avg(reward) AS mean_reward,
                avg(CAST(success AS DOUBLE)) AS success_rate
         FROM trajectories WHERE run_id = ? AND split = ? GROUP BY step, task_key
-        ORDER BY step, task_key LIMIT ? OFFSET ?
+        ORDER BY step, {natural_sql('task_key')} LIMIT ? OFFSET ?
         """,
         [run_id, split, per_page, (page - 1) * per_page],
     )
@@ -598,10 +797,11 @@ def eval_scores_page(src: Source, run_id: str, split: str, *, page: int,
         f"""
         SELECT * FROM (
             SELECT traj_id, step, {key} AS task_key, sample_idx, reward, success, graded, termination,
-                   row_number() OVER (PARTITION BY step, {key} ORDER BY sample_idx NULLS LAST, traj_id) AS k
+                   row_number() OVER (PARTITION BY step, {key} ORDER BY sample_idx NULLS LAST,
+                                      {natural_sql('traj_id')}) AS k
             FROM trajectories WHERE run_id = ? AND split = ?
                 AND list_contains(?, struct_pack(s := step, t := {key}))
-        ) WHERE k <= ? ORDER BY step, task_key, k
+        ) WHERE k <= ? ORDER BY step, {natural_sql('task_key')}, k
         """,
         [run_id, split, [{"s": r["step"], "t": r["task_key"]} for r in rows], SAMPLES_SHOWN],
     )
@@ -626,8 +826,6 @@ def eval_scores_page(src: Source, run_id: str, split: str, *, page: int,
 def grader_notes(x: dict[str, Any]) -> list[str]:
     """What the grader said about one sample: each scorer's value and explanation (Inspect's
     ``scores``), else why it is ungraded, else its error."""
-    import orjson
-
     out: list[str] = []
     raw = x.get("scores")
     try:

@@ -160,8 +160,9 @@ def svg_chart(steps: list[int], values: list[float | None]) -> dict[str, Any] | 
     xs, ys = [p[0] for p in pts], [p[1] for p in pts]
     x0, x1 = min(xs), max(xs)
     y0, y1 = min(ys), max(ys)
-    if y1 - y0 < 1e-12:
-        y0, y1 = y0 - 0.5, y1 + 0.5
+    if y1 - y0 <= 1e-12 * max(1.0, abs(y1)):  # flat: an axis around the value (as static/charts.js)
+        half = 0.5 if y0 == 0 else abs(y0) * 0.25
+        y0, y1 = y0 - half, y1 + half
     w, h = CHART_W - PAD_L - PAD_R, CHART_H - PAD_T - PAD_B
 
     def px(x: float) -> float:
@@ -180,9 +181,15 @@ def svg_chart(steps: list[int], values: list[float | None]) -> dict[str, Any] | 
     }
 
 
+MIXED_MODELS = ("the run's trajectories name N different models (a trained run's evaluations name each "
+                "checkpoint; a folder of logs may hold several models); each trajectory keeps its own")
+"""What a run model ``mixed (N)`` (``rolloutlab.io._ingest``) means, said where it is shown."""
+
+
 def environment(templates: Path) -> Environment:
     env = Environment(loader=FileSystemLoader(str(templates)), autoescape=True, undefined=StrictUndefined,
                       trim_blocks=True, lstrip_blocks=True)
     env.filters.update(num=num, pct=pct, chars=chars, visible=visible, when=when, seg=seg, pretty_json=pretty_json)
-    env.globals.update(url=url, messages=messages, tool_calls=tool_calls, figure_attr=figure_attr)
+    env.globals.update(url=url, messages=messages, tool_calls=tool_calls, figure_attr=figure_attr,
+                       mixed_models=MIXED_MODELS)
     return env

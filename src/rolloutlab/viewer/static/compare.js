@@ -10,6 +10,42 @@
   var runs = JSON.parse(box.getAttribute("data-runs") || "[]");
   var common = JSON.parse(box.getAttribute("data-common") || "[]");
   var split = box.getAttribute("data-split") || "";
+  var plots = [];
+  // Hide/show runs: the ticks of the runs table hide a run's curves and its side-by-side
+  // column (and survive a reload of the same comparison).
+  var HKEY = "rolloutlab.compare.hidden." + JSON.stringify(runs);
+  var hidden = [];
+  try { hidden = JSON.parse(window.sessionStorage.getItem(HKEY) || "[]") || []; } catch (e) { hidden = []; }
+  var applyHidden = function () {
+    document.querySelectorAll("#compare-runs tr[data-run]").forEach(function (tr) {
+      var off = hidden.indexOf(tr.getAttribute("data-run")) >= 0;
+      tr.classList.toggle("hidden-run", off);
+      var cb = tr.querySelector("input.show-run");
+      if (cb) { cb.checked = !off; }
+    });
+    document.querySelectorAll("#side-cols section.side-col[data-run]").forEach(function (sec) {
+      sec.hidden = hidden.indexOf(sec.getAttribute("data-run")) >= 0;
+    });
+    var cols = document.getElementById("side-cols");
+    if (cols) {
+      var n = cols.querySelectorAll("section.side-col:not([hidden])").length;
+      cols.style.gridTemplateColumns = "repeat(" + Math.max(1, n) + ", minmax(0, 1fr))";
+    }
+    if (window.Plotly) {
+      var vis = data.curves ? data.curves.map(function (c) { return hidden.indexOf(c.run) >= 0 ? "legendonly" : true; }) : [];
+      plots.forEach(function (div) { window.Plotly.restyle(div, {visible: vis}); });
+    }
+  };
+  document.querySelectorAll("#compare-runs input.show-run").forEach(function (cb) {
+    cb.addEventListener("change", function () {
+      hidden = hidden.filter(function (r) { return r !== cb.value; });
+      if (!cb.checked) { hidden.push(cb.value); }
+      try { window.sessionStorage.setItem(HKEY, JSON.stringify(hidden)); } catch (e) { /* private mode */ }
+      applyHidden();
+    });
+  });
+  var splitSel = document.getElementById("compare-split");
+  if (splitSel && splitSel.form) { splitSel.addEventListener("change", function () { splitSel.form.submit(); }); }
   var plotlyText = function (s) {
     return String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
   };
@@ -19,6 +55,7 @@
     return best;
   };
   if (!window.Plotly) {
+    applyHidden();
     var p = document.createElement("p");
     p.className = "notice";
     p.textContent = "The curves need plotly: pip install 'rolloutlab[viewer]'.";
@@ -40,11 +77,12 @@
       return {x: c.step, y: c[key], type: "scatter", mode: "lines+markers", name: label,
               line: {color: COLORS[i % COLORS.length], width: 1.6}, marker: {size: 5}};
     });
-    window.Plotly.newPlot(div, traces, {
+    window.Plotly.newPlot(div, traces, window.rolloutlabCharts.steady(traces, {
       height: 300, margin: {l: 52, r: 10, t: 28, b: 40}, showlegend: true,
       legend: {orientation: "h", x: 0, y: 1, yanchor: "bottom"},
       xaxis: {title: {text: "step"}}, yaxis: {automargin: true}
-    }, {displaylogo: false, responsive: true, modeBarButtonsToRemove: ["sendDataToCloud"]});
+    }), {displaylogo: false, responsive: true, modeBarButtonsToRemove: ["sendDataToCloud"]});
+    plots.push(div);
     div.on("plotly_click", function (ev) {
       if (!ev || !ev.points || !ev.points.length) { return; }
       var step = nearest(Number(ev.points[0].x));
@@ -54,5 +92,6 @@
       window.location.href = "/compare?" + q.join("&") + "#side";
     });
   });
+  applyHidden();
   box.setAttribute("data-ready", "1");
 })();

@@ -18,6 +18,7 @@
     try { window.sessionStorage.setItem(KEY, JSON.stringify(state)); } catch (e) { /* private mode */ }
   };
 
+  var natural = new Intl.Collator(undefined, {numeric: true, sensitivity: "base"});
   var headers = Array.prototype.slice.call(table.tHead.rows[0].cells);
   var cellValue = function (row, col, kind) {
     var td = row.cells[col];
@@ -40,7 +41,8 @@
       if (x === y) { return 0; }
       if (x === null || x === "") { return 1; }  // missing values last, either way
       if (y === null || y === "") { return -1; }
-      return (x < y ? -1 : 1) * sign;
+      if (kind === "num") { return (x < y ? -1 : 1) * sign; }
+      return natural.compare(x, y) * sign;  // ids in natural order: g2 before g10
     });
     sorted.forEach(function (r) { tbody.appendChild(r); });
   };
@@ -101,4 +103,28 @@
   sortRows();
   applyFilter();
   updatePicked();
+
+  // The configuration table: filter its keys by text (key or any value), or keep only the
+  // keys whose values differ between the runs.
+  var cfg = document.getElementById("config");
+  var cfgFilter = document.getElementById("config-filter");
+  var cfgDiffers = document.getElementById("config-differs");
+  var cfgShown = document.getElementById("config-shown");
+  if (cfg && cfgFilter && cfgDiffers) {
+    var cfgRows = Array.prototype.slice.call(cfg.tBodies[0].rows);
+    var applyConfig = function () {
+      var q = cfgFilter.value.trim().toLowerCase(), n = 0;
+      cfgRows.forEach(function (r) {
+        var text = r.textContent.toLowerCase() + " " + Array.prototype.map.call(r.cells, function (c) {
+          return (c.getAttribute("title") || "").toLowerCase();
+        }).join(" ");
+        var hit = (!q || text.indexOf(q) >= 0) && (!cfgDiffers.checked || r.getAttribute("data-differs") === "1");
+        r.hidden = !hit;
+        if (hit) { n += 1; }
+      });
+      if (cfgShown) { cfgShown.textContent = n + " of " + cfgRows.length + " keys shown"; }
+    };
+    cfgFilter.addEventListener("input", applyConfig);
+    cfgDiffers.addEventListener("change", applyConfig);
+  }
 })();

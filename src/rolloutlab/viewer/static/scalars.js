@@ -53,6 +53,7 @@
     var groups = [];   // {group, names, details, grid, loaded, charts: [{name, fig, div, drawn, data}]}
     var runNames = {};
     var split = "";
+    var prefer = sec.getAttribute("data-split") || "";  // the page's split, when the runs logged scalars in it
     // What the reader set (open groups, search, smoothing, axes) survives a live reload.
     var KEY = "rolloutlab.scalars." + JSON.stringify(runs);
     var saved = {};
@@ -86,6 +87,7 @@
         g.details.hidden = n === 0;
         g.countEl.textContent = n === g.names.length ? " (" + n + ")" : " (" + n + " of " + g.names.length + ")";
         g.charts.forEach(function (c) { c.fig.hidden = !matches(c.name); if (!c.fig.hidden) { draw(c, true); } });
+        g.grid.querySelectorAll(".scalar-constant").forEach(function (sp) { sp.hidden = !matches(sp.getAttribute("data-name")); });
       });
       count.textContent = search.value.trim() ? hit + " of " + total + " metrics match" : total + " metrics";
     };
@@ -106,18 +108,51 @@
       });
       return out;
     };
-    var layout = function () {
+    var layout = function (tr) {
       // One legend for the panel (above the groups), none per chart: a chart keeps its height.
-      return {height: 230, margin: {l: 52, r: 10, t: 8, b: 36}, showlegend: false, xaxis: {title: {text: X_TITLE[xSel.value]}, automargin: true},
-              yaxis: {type: logy.checked ? "log" : "linear", automargin: true}};
+      var lay = {height: 230, margin: {l: 52, r: 10, t: 8, b: 36}, showlegend: false, xaxis: {title: {text: X_TITLE[xSel.value]}, automargin: true},
+                 yaxis: {type: logy.checked ? "log" : "linear", automargin: true}};
+      return window.rolloutlabCharts ? window.rolloutlabCharts.steady(tr, lay) : lay;
+    };
+    // A metric whose every run logged one value throughout (tool calls always 0, a fixed
+    // lr, or a run of one step) is a number, not a chart: the group lists those on one line.
+    var constantOf = function (m) {
+      var C = window.rolloutlabCharts, out = [];
+      if (!C || !m.series.length) { return null; }
+      for (var i = 0; i < m.series.length; i += 1) {
+        var ys = C.finite([{y: m.series[i].y}], "y");
+        if (!ys.length || !C.flat(ys)) { return null; }
+        out.push({run: m.series[i].run, value: ys[0], n: ys.length});
+      }
+      return out;
+    };
+    var constantsLine = function (items) {
+      var p = el("p", "meta scalar-constants");
+      p.appendChild(el("b", "", "one value throughout: "));
+      items.forEach(function (it, k) {
+        var span = el("span", "scalar-constant mono");
+        span.setAttribute("data-name", it.name);
+        span.hidden = !matches(it.name);
+        var vals = it.values.map(function (v) {
+          var txt = String(Number(Number(v.value).toPrecision(6)));
+          return runs.length > 1 ? txt + " (" + (runNames[v.run] || v.run) + ")" : txt;
+        });
+        var steps = Math.max.apply(null, it.values.map(function (v) { return v.n; }));
+        span.textContent = it.name + " = " + vals.join(", ");
+        span.title = steps === 1 ? "one value logged" : "the same value at all " + steps + " points";
+        if (k) { p.appendChild(document.createTextNode(" · ")); }
+        p.appendChild(span);
+      });
+      return p;
     };
     var draw = function (c, onlyIfVisible) {
       if (!c || c.drawn || c.fig.hidden) { return; }
       if (onlyIfVisible && observer) { return; }  // the observer draws it when it shows
       c.drawn = true;
       withPlotly(plotlySrc, function () {
-        window.Plotly.newPlot(c.div, traces(c), layout(), {displaylogo: false, responsive: true,
-                                                           modeBarButtonsToRemove: ["sendDataToCloud"]});
+        var tr = traces(c);
+        window.Plotly.newPlot(c.div, tr, layout(tr), {displaylogo: false, responsive: true,
+                                                      modeBarButtonsToRemove: ["sendDataToCloud"]});
         c.fig.setAttribute("data-drawn", "1");
       });
     };
@@ -135,7 +170,14 @@
           g.charts = [];
           if (d.notes.length) { g.grid.appendChild(el("p", "meta group-notes", d.notes.join(" · "))); }
           if (!d.metrics.length) { g.grid.appendChild(el("p", "muted", "nothing to draw on this x axis")); }
-          d.metrics.forEach(function (m) {
+          var constants = [];
+          var curves = d.metrics.filter(function (m) {
+            var c = constantOf(m);
+            if (c) { constants.push({name: m.name, values: c}); }
+            return !c;
+          });
+          if (constants.length) { g.grid.appendChild(constantsLine(constants)); }
+          curves.forEach(function (m) {
             var fig = el("figure", "scalar");
             fig.setAttribute("data-name", m.name);
             var cap = el("figcaption", "mono", m.name);
@@ -192,8 +234,13 @@
         idx.splits.forEach(function (s) { var o = el("option", "", s); o.value = s; splitSel.appendChild(o); });
         splitSel.value = idx.split;
       }
-      if (!idx.groups.length) {
-        box.appendChild(el("p", "muted scalar-empty", "No scalars logged" + (idx.split ? " in split " + idx.split : "") + "."));
+      var controls = sec.querySelector(".scalar-controls");
+      controls.hidden = !idx.splits.length;  // nothing logged at all: no toolbar that does nothing
+      if (!idx.splits.length) {
+        notes.textContent = "";
+        box.appendChild(el("p", "muted scalar-empty", "No scalars logged by " + (runs.length > 1 ? "these runs" : "this run") + "."));
+      } else if (!idx.groups.length) {
+        box.appendChild(el("p", "muted scalar-empty", "No scalars logged in split " + idx.split + "."));
       }
       idx.groups.forEach(function (gr) {
         var d = el("details", "scalar-group");
@@ -223,7 +270,7 @@
 
     var fetchIndex = function () {
       var params = runParams();
-      if (split) { params.push(["split", split]); }
+      if (split) { params.push(["split", split]); } else if (prefer) { params.push(["prefer", prefer]); }
       fetch("/api/scalars/index?" + query(params), {credentials: "same-origin"})
         .then(function (r) { return r.ok ? r.json() : r.text().then(function (t) { throw new Error(t.slice(0, 200)); }); })
         .then(function (idx) { split = idx.split; build(idx); })

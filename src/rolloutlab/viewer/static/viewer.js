@@ -36,9 +36,40 @@
       return best;
     };
     var config = {displaylogo: false, responsive: true, modeBarButtonsToRemove: ["sendDataToCloud"]};
+    var C = window.rolloutlabCharts;
+    var constants = [];
+    // A figure whose every line holds one value throughout (turns always 1, nothing
+    // ungraded) is a number, not a chart: it goes to one line of constants above the grid.
+    var flatFigure = function (fig) {
+      if (!C || !fig.data || !fig.data.length) { return null; }
+      var vals = [];
+      for (var i = 0; i < fig.data.length; i += 1) {
+        var t = fig.data[i], ys = C.finite([t], "y");
+        if (!ys.length) { continue; }
+        if (!C.flat(ys)) { return null; }
+        vals.push({name: t.name || "", value: ys[0]});
+      }
+      return vals.length ? vals : null;
+    };
+    var titleOf = function (fig, el) {
+      var t = fig.layout && fig.layout.title;
+      var text = t && (typeof t === "string" ? t : t.text);
+      return String(text || el.getAttribute("data-name") || "").replace(/<[^>]*>/g, "");
+    };
     grid.querySelectorAll("div.fig[data-fig]").forEach(function (el) {
       var fig = JSON.parse(el.getAttribute("data-fig"));
-      window.Plotly.newPlot(el, fig.data, fig.layout, config);
+      var flat = flatFigure(fig);
+      if (flat) {
+        var seen = {};
+        var vals = flat.filter(function (v) { var k = String(v.value); if (seen[k]) { return false; } seen[k] = 1; return true; });
+        constants.push(titleOf(fig, el) + " = " + vals.map(function (v) {
+          return String(Number(Number(v.value).toPrecision(6))) + (vals.length > 1 && v.name ? " (" + v.name + ")" : "");
+        }).join(", "));
+        el.parentNode.hidden = true;
+        return;
+      }
+      var lay = window.rolloutlabCharts ? window.rolloutlabCharts.steady(fig.data, fig.layout || {}) : fig.layout;
+      window.Plotly.newPlot(el, fig.data, lay, config);
       el.on("plotly_click", function (ev) {
         if (!ev || !ev.points || !ev.points.length) { return; }
         var pt = ev.points[0], meta = (pt.data && pt.data.meta) || {};
@@ -47,6 +78,16 @@
         window.location.href = base + encodeURIComponent(step) + "?split=" + encodeURIComponent(split);
       });
     });
+    if (constants.length) {
+      var line = document.createElement("p");
+      line.className = "meta";
+      line.id = "fig-constants";
+      var lead = document.createElement("b");
+      lead.textContent = "one value throughout: ";
+      line.appendChild(lead);
+      line.appendChild(document.createTextNode(constants.join(" · ")));
+      grid.parentNode.insertBefore(line, grid);
+    }
     grid.setAttribute("data-ready", "1");
   }
 })();
