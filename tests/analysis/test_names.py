@@ -129,9 +129,9 @@ def test_every_signature_is_checked_under_every_convention(convention: str) -> N
 def _trainer_metric_names() -> list[str]:
     """Every name in the trainer's metrics table (docs/training.md, "Metrics")."""
     doc = (Path(__file__).parents[2] / "docs" / "training.md").read_text(encoding="utf-8")
-    table = doc[doc.index("## Metrics (`metrics.jsonl`)"):]
-    table = table[:table.index("\n\n", table.index("|---|"))]
-    rows = [line for line in table.splitlines()[3:] if line.startswith("|")]
+    section = doc[doc.index("## Metrics (`metrics.jsonl`)"):]
+    table = section[section.index("| name | meaning |\n|---|---|\n| `"):]
+    rows = [line for line in table[:table.index("\n\n")].splitlines()[2:]]
     return sorted({n for row in rows for n in re.findall(r"`([^`]+)`", row.split("|")[1])})
 
 
