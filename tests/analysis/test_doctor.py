@@ -42,17 +42,20 @@ def _traj(split: str, step: int, task: int, k: int, ok: bool) -> Trajectory:
                       reward=1.0 if ok else 0.0, graded=True, success=ok, termination="done")
 
 
-def write_run(root: Path, *, top: float = 0.98, eval_top: float = 0.97, seed: int = 0) -> Path:
+def write_run(root: Path, *, top: float = 0.98, eval_top: float = 0.97, seed: int = 0,
+              extra: dict[str, list[float]] | None = None, name: str = "run") -> Path:
     """A run directory: 40 steps of 16 tasks × 4 samples, entropy 1.2 → ~0.02, and
-    checkpoints 0, 20, 40 evaluated on 64 test tasks, one sample each."""
+    checkpoints 0, 20, 40 evaluated on 64 test tasks, one sample each; ``extra``: more
+    metrics, one value per step."""
     rng = random.Random(seed)
-    d = root / "run"
+    d = root / name
     with RunWriter(d, Run(run_id="conv", name="conv", algorithm="grpo", model="tiny")) as w:
         for step in range(1, STEPS + 1):
             p = _p(step, top)
             w.write_step(step, [_traj("tr", step, t, k, rng.random() < p) for t in range(16) for k in range(4)])
             w.log_metrics(step, {"actor/entropy": 1.2 * math.exp(-step / 6) + 0.01 * rng.random(),
-                                 "actor/grad_norm": 1.0 + 0.1 * rng.random()})
+                                 "actor/grad_norm": 1.0 + 0.1 * rng.random(),
+                                 **{k: v[step - 1] for k, v in (extra or {}).items()}})
         for step in (0, 20, 40):
             eps = [_traj("ev", step, t, 0, rng.random() < _p(step, eval_top)) for t in range(64)]
             ok = sum(bool(e.success) for e in eps)
@@ -272,3 +275,20 @@ def test_a_ceiling_says_how_close_and_only_train_says_what_is_left(split: str) -
     assert ("left to teach" in said) == (split == "train")
     if split == "eval":  # not stated by an evaluation's headline: its own sentence says it
         assert f.text == "Reward is at its maximum: it is within 0.010 of the top reward."
+
+
+def test_report_takes_metric_overrides(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``report --metric QUANTITY=COLUMN`` reads the column as ``analyze`` does."""
+    from rolloutlab.cli import main
+
+    # a policy-update KL under a name no family reads, blowing up 0.005 → 77 from step 25
+    q7 = [0.005 * (77 / 0.005) ** min(1.0, max(0.0, (s - 25) / 5)) * (1 + 0.1 * (s % 3)) for s in range(1, STEPS + 1)]
+    run = write_run(tmp_path, extra={"q7": q7})
+    plain, over = tmp_path / "plain.html", tmp_path / "over.html"
+    assert main(["report", str(run), "-o", str(plain)]) == 0
+    assert main(["report", str(run), "-o", str(over), "--metric", "policy_kl=q7"]) == 0
+    assert "olicy-update KL" not in _text(plain.read_text(encoding="utf-8"))
+    assert "olicy-update KL blowing up" in _text(over.read_text(encoding="utf-8"))
+    capsys.readouterr()
+    assert main(["report", str(run), "-o", str(over), "--metric", "policy_kl=nope"]) == 2
+    assert "nope" in capsys.readouterr().err
