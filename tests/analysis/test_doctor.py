@@ -43,13 +43,13 @@ def _traj(split: str, step: int, task: int, k: int, ok: bool) -> Trajectory:
 
 
 def write_run(root: Path, *, top: float = 0.98, eval_top: float = 0.97, seed: int = 0,
-              extra: dict[str, list[float]] | None = None, name: str = "run") -> Path:
+              extra: dict[str, list[float]] | None = None, name: str = "run", run_id: str = "conv") -> Path:
     """A run directory: 40 steps of 16 tasks × 4 samples, entropy 1.2 → ~0.02, and
     checkpoints 0, 20, 40 evaluated on 64 test tasks, one sample each; ``extra``: more
     metrics, one value per step."""
     rng = random.Random(seed)
     d = root / name
-    with RunWriter(d, Run(run_id="conv", name="conv", algorithm="grpo", model="tiny")) as w:
+    with RunWriter(d, Run(run_id=run_id, name=run_id, algorithm="grpo", model="tiny")) as w:
         for step in range(1, STEPS + 1):
             p = _p(step, top)
             w.write_step(step, [_traj("tr", step, t, k, rng.random() < p) for t in range(16) for k in range(4)])
@@ -210,6 +210,9 @@ def _text(html: str) -> str:
     return htmllib.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html)))
 
 
+HELD_OUT_FIGURE = r"[Hh]eld-out (?:\(eval\) )?success (\d+)% \[[^\]]*\] at step (\d+)"
+
+
 def _no_contradiction(page: str, a: Any) -> None:
     """No finding's figure on the page contradicts the analysis's tables."""
     text = _text(page)
@@ -226,6 +229,20 @@ def _no_contradiction(page: str, a: Any) -> None:
     col = [f for f in a.findings if f.kind == "entropy_collapse"]
     if col:
         assert onsets <= {col[0].onset}, onsets
+    # every held-out figure on the page is one of the run's checkpoints, at its own step
+    if a.heldout is not None:
+        at = {c.step: round(100 * c.success.estimate) for c in a.heldout.checkpoints}
+        for pct, step in re.findall(HELD_OUT_FIGURE, text):
+            assert at.get(int(step)) == int(pct), (pct, step, at)
+    # a converged run shows no warning; a run that is not converged calls nothing "convergence"
+    sev = set(re.findall(r'class="sev sev-(\w+)"', page))
+    if a.outcome.state == "converged":
+        assert not sev & {"warning", "critical"}, sev
+    else:
+        assert "this is convergence" not in text
+    # an info finding offers nothing to fix
+    for m in re.finditer(r'<span class="sev sev-info">info</span>(.*?)</li>', page, re.S):
+        assert "thing to try" not in m.group(1), m.group(1)[:200]
 
 
 def test_report_and_dashboard_agree_with_their_tables(store: Path, train: Any) -> None:
@@ -244,6 +261,24 @@ def test_report_and_dashboard_agree_with_their_tables(store: Path, train: Any) -
 
         specs, _ = figure_specs([a], ["conv"])
         _no_contradiction(" ".join(str(s) for _, s in specs) + " " + " ".join(f.text for f in a.findings), a)
+
+
+@pytest.mark.parametrize(("top", "eval_top", "state"), [
+    (0.98, 0.97, "converged"),  # solves the task: convergence signs are info
+    (0.35, 0.30, "stalled"),  # the same signs on a stalled run: warnings
+    (0.98, 0.55, "stalled"),  # training success far above the held-out result
+])
+def test_report_pages_of_a_set_of_runs_agree_with_their_tables(tmp_path: Path, top: float, eval_top: float,
+                                                               state: str) -> None:
+    from rolloutlab.report import ReportConfig, build_report, load_report_run
+
+    rolloutlab.ingest([write_run(tmp_path, top=top, eval_top=eval_top, seed=5, run_id="r")], tmp_path / "s")
+    rr = load_report_run(rolloutlab.open_store(tmp_path / "s"), "r", ReportConfig())
+    assert rr.analysis.outcome.state == state
+    page = build_report([rr]).html
+    _no_contradiction(page, rr.analysis)
+    # the held-out figures the check compares are there to compare
+    assert re.search(HELD_OUT_FIGURE, _text(page))
 
 
 def test_dashboard_leads_with_held_out_and_eval_step_has_no_advantage(store: Path) -> None:
