@@ -14,8 +14,8 @@ the split that best fits two separate straight lines (least squares over every s
 leaving at least ``max(3, n/20)`` steps on each side; computed for all splits at once
 from running sums).  That split lands mid-ramp when a ramp ends in a plateau, so the
 break of a continuous hinge ``a + b·x + c·max(0, x − τ)`` (Muggeo 2003's broken stick,
-by exhaustive search) fitted up to where the series settles (stays past 90 % of its
-change) is taken when it comes earlier, moved forward to the first step whose 3-step
+by exhaustive search) fitted up to where the series settles (where its running median over
+w/2 steps first passes 90 % of the change, from the split on) is taken when it comes earlier, moved forward to the first step whose 3-step
 median is a tenth of the way to the late level (a hinge puts a jump's break a step or
 two early).  With w = ``max(3, n/10)``, the level before the onset is the median of the
 last third of the w steps before it (at least 3; a concave early rise sits lower in the
@@ -32,7 +32,9 @@ trend or a single jump barely moves; the plain SD of differences / √2 when the
 ungraded rate) use ``_excursion`` instead: the first ``3`` consecutive steps whose
 centred 3-step median exceeds the median of the first 15 % of steps by the threshold.
 Gradient spikes are steps whose norm exceeds 10× the median of the 10 steps before; the
-signature needs 3 within a fifth of the run.
+signature needs 3 within a fifth of the run, and its onset is the spike (up to the first such
+triple's second) that best splits the run into two spike rates (a Bernoulli change point by
+maximum likelihood), so an isolated spike well before the spiky stretch does not start it.
 
 ``confidence`` is a heuristic score in [0, 1], not a probability: min(1, z / (2·Z_MIN))
 times the share of late-window steps beyond the decision threshold.  Severity is
