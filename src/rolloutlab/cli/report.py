@@ -62,11 +62,10 @@ def report(
     """Write a self-contained HTML report (findings, metric grid, comparison, trajectories)."""
     import orjson
 
+    from rolloutlab.analysis import parse_overrides
     from rolloutlab.cli.analyze import resolve
     from rolloutlab.io import RolloutlabError
     from rolloutlab.report import ReportConfig, build_report, load_report_run, require, write_report
-
-    from rolloutlab.analysis import parse_overrides
 
     require("plotly", "jinja2", *(("matplotlib",) if png is not None else ()))
     try:
