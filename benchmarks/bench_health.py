@@ -11,7 +11,13 @@ signature is found with its onset within ±10 % of the run length.  False alarm:
 (or converging) run with any finding at warning or above.  Prints the tables for the
 README.
 
-    python benchmarks/bench_health.py [--seeds 100] [--conventions verl,trl]
+``--runs DIR ...`` also checks real runs (a run directory, or any path ``analyze`` reads)
+exactly as ``rolloutlab analyze`` reports them — held-out evaluations weighed in — and
+prints one row per run: its outcome and every finding at warning or above (a healthy run
+should have none).  ``rolloutlab demo --out D`` with ``seed=1`` / ``seed=2`` overrides
+gives the demo's run over other seeds.
+
+    python benchmarks/bench_health.py [--seeds 100] [--conventions verl,trl] [--runs DIR ...]
 """
 
 from __future__ import annotations
@@ -28,12 +34,33 @@ def _alarms(h: dict[str, float]) -> str:
     return f"{h['false_alarms']:.0f}/{h['runs']:.0f}{which}"
 
 
+def real_runs(paths: list[str]) -> list[str]:
+    """One Markdown row per run: its outcome and its findings at warning or above."""
+    from rolloutlab.analysis import analyze_run, at_least
+    from rolloutlab.cli.analyze import resolve
+
+    rows = []
+    for path in paths:
+        st, rid = resolve(path, None)
+        a = analyze_run(st, rid)
+        bad = at_least(a.findings, "warning")
+        held = (f"held-out {100 * a.heldout.last.success.estimate:.0f}%" if a.heldout is not None
+                else f"{a.outcome.source or 'no outcome'}")
+        flagged = ", ".join(f"{f.kind} ({f.severity})" for f in bad) or "none"
+        rows.append(f"| {rid} ({len(a.steps)} steps) | {a.outcome.state}, {held} | {flagged} |")
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=100, help="runs per signature and healthy runs, per convention")
     ap.add_argument("--seed0", type=int, default=0)
     ap.add_argument("--conventions", default=",".join(CONVENTIONS), help="comma-separated; default: all")
+    ap.add_argument("--runs", nargs="*", default=[], help="real runs to check as analyze reports them")
     args = ap.parse_args()
+    if args.runs:
+        print("| run | outcome | findings at warning or above |\n|---|---|---|")
+        print("\n".join(real_runs(args.runs)) + "\n")
     convs = [c.strip() for c in args.conventions.split(",") if c.strip()]
     t0 = time.perf_counter()
     recall, healthy, converging = {}, {}, {}

@@ -42,17 +42,20 @@ def _traj(split: str, step: int, task: int, k: int, ok: bool) -> Trajectory:
                       reward=1.0 if ok else 0.0, graded=True, success=ok, termination="done")
 
 
-def write_run(root: Path, *, top: float = 0.98, eval_top: float = 0.97, seed: int = 0) -> Path:
+def write_run(root: Path, *, top: float = 0.98, eval_top: float = 0.97, seed: int = 0,
+              extra: dict[str, list[float]] | None = None, name: str = "run", run_id: str = "conv") -> Path:
     """A run directory: 40 steps of 16 tasks × 4 samples, entropy 1.2 → ~0.02, and
-    checkpoints 0, 20, 40 evaluated on 64 test tasks, one sample each."""
+    checkpoints 0, 20, 40 evaluated on 64 test tasks, one sample each; ``extra``: more
+    metrics, one value per step."""
     rng = random.Random(seed)
-    d = root / "run"
-    with RunWriter(d, Run(run_id="conv", name="conv", algorithm="grpo", model="tiny")) as w:
+    d = root / name
+    with RunWriter(d, Run(run_id=run_id, name=run_id, algorithm="grpo", model="tiny")) as w:
         for step in range(1, STEPS + 1):
             p = _p(step, top)
             w.write_step(step, [_traj("tr", step, t, k, rng.random() < p) for t in range(16) for k in range(4)])
             w.log_metrics(step, {"actor/entropy": 1.2 * math.exp(-step / 6) + 0.01 * rng.random(),
-                                 "actor/grad_norm": 1.0 + 0.1 * rng.random()})
+                                 "actor/grad_norm": 1.0 + 0.1 * rng.random(),
+                                 **{k: v[step - 1] for k, v in (extra or {}).items()}})
         for step in (0, 20, 40):
             eps = [_traj("ev", step, t, 0, rng.random() < _p(step, eval_top)) for t in range(64)]
             ok = sum(bool(e.success) for e in eps)
@@ -114,7 +117,10 @@ def test_the_rule_from_training_success(success: list[float], state: str, severi
     assert HIGH_OUTCOME == 0.8
     o = outcome_of(_steps(success), [_collapse()], None)
     assert o.state == state
-    assert apply_severity([_collapse()], o)[0].severity == severity
+    weighed = apply_severity([_collapse()], o)[0]
+    assert weighed.severity == severity
+    # convergence is nothing to fix: an info finding carries no remedies
+    assert weighed.actions == (() if severity == "info" else ("add a bonus",))
 
 
 def test_falling_reward_makes_the_sign_critical() -> None:
@@ -204,6 +210,9 @@ def _text(html: str) -> str:
     return htmllib.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html)))
 
 
+HELD_OUT_FIGURE = r"[Hh]eld-out (?:\(eval\) )?success (\d+)% \[[^\]]*\] at step (\d+)"
+
+
 def _no_contradiction(page: str, a: Any) -> None:
     """No finding's figure on the page contradicts the analysis's tables."""
     text = _text(page)
@@ -220,6 +229,20 @@ def _no_contradiction(page: str, a: Any) -> None:
     col = [f for f in a.findings if f.kind == "entropy_collapse"]
     if col:
         assert onsets <= {col[0].onset}, onsets
+    # every held-out figure on the page is one of the run's checkpoints, at its own step
+    if a.heldout is not None:
+        at = {c.step: round(100 * c.success.estimate) for c in a.heldout.checkpoints}
+        for pct, step in re.findall(HELD_OUT_FIGURE, text):
+            assert at.get(int(step)) == int(pct), (pct, step, at)
+    # a converged run shows no warning; a run that is not converged calls nothing "convergence"
+    sev = set(re.findall(r'class="sev sev-(\w+)"', page))
+    if a.outcome.state == "converged":
+        assert not sev & {"warning", "critical"}, sev
+    else:
+        assert "this is convergence" not in text
+    # an info finding offers nothing to fix
+    for m in re.finditer(r'<span class="sev sev-info">info</span>(.*?)</li>', page, re.S):
+        assert "thing to try" not in m.group(1), m.group(1)[:200]
 
 
 def test_report_and_dashboard_agree_with_their_tables(store: Path, train: Any) -> None:
@@ -238,6 +261,24 @@ def test_report_and_dashboard_agree_with_their_tables(store: Path, train: Any) -
 
         specs, _ = figure_specs([a], ["conv"])
         _no_contradiction(" ".join(str(s) for _, s in specs) + " " + " ".join(f.text for f in a.findings), a)
+
+
+@pytest.mark.parametrize(("top", "eval_top", "state"), [
+    (0.98, 0.97, "converged"),  # solves the task: convergence signs are info
+    (0.35, 0.30, "stalled"),  # the same signs on a stalled run: warnings
+    (0.98, 0.55, "stalled"),  # training success far above the held-out result
+])
+def test_report_pages_of_a_set_of_runs_agree_with_their_tables(tmp_path: Path, top: float, eval_top: float,
+                                                               state: str) -> None:
+    from rolloutlab.report import ReportConfig, build_report, load_report_run
+
+    rolloutlab.ingest([write_run(tmp_path, top=top, eval_top=eval_top, seed=5, run_id="r")], tmp_path / "s")
+    rr = load_report_run(rolloutlab.open_store(tmp_path / "s"), "r", ReportConfig())
+    assert rr.analysis.outcome.state == state
+    page = build_report([rr]).html
+    _no_contradiction(page, rr.analysis)
+    # the held-out figures the check compares are there to compare
+    assert re.search(HELD_OUT_FIGURE, _text(page))
 
 
 def test_dashboard_leads_with_held_out_and_eval_step_has_no_advantage(store: Path) -> None:
@@ -269,3 +310,20 @@ def test_a_ceiling_says_how_close_and_only_train_says_what_is_left(split: str) -
     assert ("left to teach" in said) == (split == "train")
     if split == "eval":  # not stated by an evaluation's headline: its own sentence says it
         assert f.text == "Reward is at its maximum: it is within 0.010 of the top reward."
+
+
+def test_report_takes_metric_overrides(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``report --metric QUANTITY=COLUMN`` reads the column as ``analyze`` does."""
+    from rolloutlab.cli import main
+
+    # a policy-update KL under a name no family reads, blowing up 0.005 → 77 from step 25
+    q7 = [0.005 * (77 / 0.005) ** min(1.0, max(0.0, (s - 25) / 5)) * (1 + 0.1 * (s % 3)) for s in range(1, STEPS + 1)]
+    run = write_run(tmp_path, extra={"q7": q7})
+    plain, over = tmp_path / "plain.html", tmp_path / "over.html"
+    assert main(["report", str(run), "-o", str(plain)]) == 0
+    assert main(["report", str(run), "-o", str(over), "--metric", "policy_kl=q7"]) == 0
+    assert "olicy-update KL" not in _text(plain.read_text(encoding="utf-8"))
+    assert "olicy-update KL blowing up" in _text(over.read_text(encoding="utf-8"))
+    capsys.readouterr()
+    assert main(["report", str(run), "-o", str(over), "--metric", "policy_kl=nope"]) == 2
+    assert "nope" in capsys.readouterr().err

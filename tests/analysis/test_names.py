@@ -5,13 +5,14 @@ planted-pathology set renamed into every convention giving the same findings, ov
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from rolloutlab.analysis._health import SIGNATURES, health_check
+from rolloutlab.analysis._health import SIGNATURES, health_check, not_understood
 from rolloutlab.analysis._health_gen import CONVENTIONS, PLANTED, healthy_run, planted_run, renamed
 from rolloutlab.analysis._names import classify, parse_overrides, recognise, tokens
 
@@ -20,12 +21,12 @@ FRAMEWORK_NAMES: dict[str, dict[str, str | None]] = {
         "critic/score/mean": "reward", "critic/rewards/mean": "reward", "response_length/mean": "response_length",
         "response_length/clip_ratio": "truncation_rate", "response_length/max": None, "prompt_length/mean": None,
         "actor/entropy": "entropy", "actor/kl_loss": "kl_ref", "actor/kl_coef": None, "actor/ppo_kl": "policy_kl",
-        "actor/pg_clipfrac": "clipfrac", "actor/pg_clipfrac_lower": None,  # the dual-clip bound, not clip-low
+        "actor/pg_clipfrac": "clipfrac", "actor/pg_clipfrac_lower": "dual_clipfrac",  # not clip-low
         "actor/grad_norm": "grad_norm", "actor/lr": "lr", "critic/vf_loss": "value_loss",
         "critic/vf_explained_var": "explained_var", "critic/advantages/mean": "advantage_mean",
         "critic/advantages/max": "advantage_max", "critic/advantages/min": "advantage_min",
         "timing_s/step": "step_time", "timing_s/gen": "generation_time", "perf/total_num_tokens": "tokens",
-        "val-core/openai/gsm8k/reward/mean@1": None, "adv/zero_frac": None,  # the last: rolloutlab, zero-advantage share
+        "val-core/openai/gsm8k/reward/mean@1": None, "adv/zero_frac": "zero_advantage_frac",  # the last: rolloutlab
     },
     "trl": {  # trl/trainer/grpo_trainer.py (and ppo_trainer.py for approxkl)
         "reward": "reward", "reward_std": "reward_std", "frac_reward_zero_std": "zero_variance_frac",
@@ -123,6 +124,27 @@ def test_every_signature_is_checked_under_every_convention(convention: str) -> N
     rep = health_check(renamed(healthy_run(np.random.default_rng(1), 60), convention))
     assert set(rep.checked) == {s.kind for s in SIGNATURES}, rep.missing
     assert rep.unrecognised == []
+
+
+def _trainer_metric_names() -> list[str]:
+    """Every name in the trainer's metrics table (docs/training.md, "Metrics")."""
+    doc = (Path(__file__).parents[2] / "docs" / "training.md").read_text(encoding="utf-8")
+    section = doc[doc.index("## Metrics (`metrics.jsonl`)"):]
+    table = section[section.index("| name | meaning |\n|---|---|\n| `"):]
+    rows = [line for line in table[:table.index("\n\n")].splitlines()[2:]]
+    return sorted({n for row in rows for n in re.findall(r"`([^`]+)`", row.split("|")[1])})
+
+
+def test_the_trainers_own_names_are_all_understood() -> None:
+    """Nothing rolloutlab's own trainer logs is listed as "not understood"."""
+    names = _trainer_metric_names()
+    assert len(names) > 40 and {"adv/zero_frac", "episode/turns_mean", "perf/tokens_per_s"} <= set(names)
+    assert not_understood(names, {}) == []
+    # and the ones that share words with other quantities are read as what they are
+    assert classify("adv/zero_frac") == "zero_advantage_frac"  # not the zero-variance group share
+    assert classify("actor/pg_clipfrac_lower") == "dual_clipfrac"  # verl's dual-clip bound, not clip-low
+    assert classify("success/rate_all") == "correctness"  # not a share of all-solved groups
+    assert classify("perf/sampled_tokens") == "tokens" and classify("perf/tokens_per_s") == "throughput"
 
 
 def test_override_reads_the_named_column_and_unknown_columns_are_listed() -> None:

@@ -14,8 +14,8 @@ the split that best fits two separate straight lines (least squares over every s
 leaving at least ``max(3, n/20)`` steps on each side; computed for all splits at once
 from running sums).  That split lands mid-ramp when a ramp ends in a plateau, so the
 break of a continuous hinge ``a + b·x + c·max(0, x − τ)`` (Muggeo 2003's broken stick,
-by exhaustive search) fitted up to where the series settles (stays past 90 % of its
-change) is taken when it comes earlier, moved forward to the first step whose 3-step
+by exhaustive search) fitted up to where the series settles (where its running median over
+w/2 steps first passes 90 % of the change, from the split on) is taken when it comes earlier, moved forward to the first step whose 3-step
 median is a tenth of the way to the late level (a hinge puts a jump's break a step or
 two early).  With w = ``max(3, n/10)``, the level before the onset is the median of the
 last third of the w steps before it (at least 3; a concave early rise sits lower in the
@@ -32,7 +32,9 @@ trend or a single jump barely moves; the plain SD of differences / √2 when the
 ungraded rate) use ``_excursion`` instead: the first ``3`` consecutive steps whose
 centred 3-step median exceeds the median of the first 15 % of steps by the threshold.
 Gradient spikes are steps whose norm exceeds 10× the median of the 10 steps before; the
-signature needs 3 within a fifth of the run.
+signature needs 3 within a fifth of the run, and its onset is the spike (up to the first such
+triple's second) that best splits the run into two spike rates (a Bernoulli change point by
+maximum likelihood), so an isolated spike well before the spiky stretch does not start it.
 
 ``confidence`` is a heuristic score in [0, 1], not a probability: min(1, z / (2·Z_MIN))
 times the share of late-window steps beyond the decision threshold.  Severity is
@@ -277,14 +279,18 @@ def _shift(s: Scalar, direction: int, *, log: bool, floor: float = 0.0) -> Shift
     onset = float(x[k])
     # The split of two separate lines lands mid-ramp when a ramp ends in a plateau; the
     # onset is the break of a continuous hinge fitted up to where the series settles
-    # (stays past 90 % of the change), which a ramp of any length fits exactly; the
-    # levels before are then read at that break.
+    # (first reaches 90 % of the change from the split on, judged on a running median over
+    # w/2 steps so one noisy step does not count), which a ramp of any length fits
+    # exactly; the levels before are then read at that break.  (Where it *stays* past
+    # 90 % is no guide: with the split late in a ramp the 90 % line lies close to the
+    # plateau, and the plateau's noise keeps crossing it to the run's end.)
     sm = _median3(y)
-    settled = np.flatnonzero(direction * (sm - (pre + 0.9 * (late - pre))) <= 0)
+    wide = pd.Series(y).rolling(max(3, w // 2), center=True, min_periods=1).median().to_numpy()
+    reached = np.flatnonzero(direction * (wide[k:] - (pre + 0.9 * (late - pre))) > 0)
     rising = direction * (late - ref) > 0
     # not rising past the split's levels: the split may sit at the end of a ramp, so the
     # hinge is fitted up to it (a flat-then-ramp prefix)
-    end = min(n, max(int(settled[-1]) + 2 if settled.shape[0] and rising else k + 1, k + 1))
+    end = min(n, k + int(reached[0]) + 2 if reached.shape[0] and rising else k + 1)
     j = hinge_break(x[:end], y[:end], m)
     if j is not None and j < k:
         b, a = np.polyfit(x[:j], y[:j], 1) if j >= 3 else (0.0, float(np.mean(y[:j])))
@@ -536,23 +542,25 @@ def _rise_abs(kind: str, key: str, what: str, delta: float, warn_level: float, c
     return detect
 
 
-def _level_change(s: Scalar, onset: float) -> tuple[float, float] | None:
-    """(late median − median of the ``max(3, n/10)`` steps before ``onset``, robust σ);
-    None when too short or nothing was logged before the onset."""
+def _level_change(s: Scalar, onset: float, before_steps: int | None = None) -> tuple[float, float] | None:
+    """(late median − median of the ``before_steps`` (default ``max(3, n/10)``) steps
+    before ``onset``, robust σ); None when too short or nothing was logged before the onset."""
     x, y = s.finite()
     if x.shape[0] < MIN_STEPS:
         return None
     w = max(3, x.shape[0] // 10)
-    before = y[x < onset][-w:]
+    before = y[x < onset][-(before_steps or w):]
     if before.shape[0] == 0:
         return None
     return float(np.median(y[-w:]) - np.median(before)), robust_sigma(y)
 
 
 def _flat_after(s: Scalar, onset: float, rise: float) -> tuple[bool, float]:
-    """Did ``s`` stay flat after ``onset``: its late median minus its median over the 10 %
-    of steps before the onset is below max(0.03, rise / 4, 4σ)?  Returns (flat, change)."""
-    lc = _level_change(s, onset)
+    """Did ``s`` stay flat after ``onset``: its late median minus its median over the last
+    third of the 10 % of steps before the onset (at least 3: a level still climbing into
+    the onset is read where it got to) is below max(0.03, rise / 4, 4σ)?  Returns (flat,
+    change)."""
+    lc = _level_change(s, onset, max(3, s.x.shape[0] // 30))
     if lc is None:
         return False, math.nan
     change, sigma = lc
@@ -568,7 +576,9 @@ def _length_hacking(sc: dict[str, Scalar], n: int) -> Finding | None:
     if ratio < 1.4 or sh.z < Z_MIN or sh.share < 0.6:
         return None
     lc = _level_change(sc["reward"], sh.onset)
-    if lc is None or lc[0] < max(0.02, 2 * lc[1]):
+    # the gain is a difference of two medians over ≥ 3 steps each, far less noisy than one
+    # step: one step's noise (σ) is the bar, not two
+    if lc is None or lc[0] < max(0.02, lc[1]):
         return None
     reward_gain = lc[0]
     flat, corr_change = _flat_after(sc["correctness"], sh.onset, reward_gain)
@@ -659,6 +669,28 @@ def _value_divergence(sc: dict[str, Scalar], n: int) -> Finding | None:
     return _finding("value_divergence", sev, onset, _conf(best[4], best[5]), text, ev, last)
 
 
+def _bernoulli_ll(k: npt.NDArray[np.float64], m: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """Maximised log-likelihood of ``k`` events in ``m`` trials at one rate (0·ln 0 = 0)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = np.where(m > 0, k / np.maximum(m, 1), 0.0)
+        hit = np.where(k > 0, k * np.log(np.where(p > 0, p, 1.0)), 0.0)
+        miss = np.where(m - k > 0, (m - k) * np.log(np.where(p < 1, 1 - p, 1.0)), 0.0)
+    return np.asarray(hit + miss, dtype=float)
+
+
+def _spike_regime_start(idx: npt.NDArray[np.int64], upto: int, n: int) -> int:
+    """Where the spikes start recurring: among the spike indices ``idx[:upto + 1]`` (up to
+    the first spike of the first close triple), the one that best splits the run's ``n``
+    steps into a calmer part and a spiky part — the change point of a Bernoulli rate (one
+    rate before index s, one from s on, each fitted by maximum likelihood).  An isolated
+    spike well before the spiky part is left out, and the spiky part's first spike is
+    kept even when the next two come a little more than a fifth of the run later."""
+    cands = idx[: upto + 1].astype(float)
+    before = np.arange(cands.shape[0], dtype=float)  # spikes before each candidate
+    ll = _bernoulli_ll(before, cands) + _bernoulli_ll(idx.shape[0] - before, n - cands)
+    return int(idx[int(np.argmax(ll))])
+
+
 def _grad_spikes(sc: dict[str, Scalar], n: int) -> Finding | None:
     g = sc["grad_norm"]
     x, y = g.finite()
@@ -679,7 +711,7 @@ def _grad_spikes(sc: dict[str, Scalar], n: int) -> Finding | None:
     ok = idx[2:] - idx[:-2] <= span  # a spike followed by two more within a fifth of the run
     if not ok.any():
         return None
-    first = int(idx[int(np.argmax(ok))])
+    first = _spike_regime_start(idx, int(np.argmax(ok)) + 1, x.shape[0])
     onset = float(x[first])
     count = int((idx >= first).sum())
     worst = float(np.nanmax(ratio[first:]))
@@ -834,11 +866,11 @@ SIGNATURES: tuple[Signature, ...] = (
                "check the correctness grader parses the new format"),
               _format_gaming),
     Signature("clip_saturation", "clip fraction saturating", ("clipfrac",),
-              "+0.1 and ≥ 0.2; ≥ 0.4",
+              "+0.1 and ≥ 0.15; ≥ 0.4",
               ("lower the learning rate or the number of PPO epochs / mini-batches per rollout",
                "check for stale rollouts (off-policy lag) inflating the ratio",
                "widen the clip range only after the two above"),
-              _rise_abs("clip_saturation", "clipfrac", "the PPO clip fraction", 0.1, 0.2, 0.4)),
+              _rise_abs("clip_saturation", "clipfrac", "the PPO clip fraction", 0.1, 0.15, 0.4)),
     Signature("zero_variance_groups", "within-group reward variance dying", ("zero_variance_frac",),
               "+0.2 and ≥ 0.6 of groups; ≥ 0.85",
               ("filter zero-variance groups and oversample (DAPO dynamic sampling)",

@@ -290,7 +290,7 @@ def recall_false_alarms(seeds: int = 100, *, kinds: tuple[str, ...] = PLANTED, t
 
 _GEN_NAMES = (
     "reward/mean", "success/rate", "reward/format", "response/length_mean", "actor/entropy", "actor/kl_loss",
-    "actor/pg_clipfrac", "actor/pg_clipfrac_high", "actor/pg_clipfrac_low", "rollout/zero_variance_frac",
+    "actor/pg_clipfrac", "actor/pg_clipfrac_ratio_high", "actor/pg_clipfrac_ratio_low", "rollout/zero_variance_frac",
     "critic/advantages/max", "critic/advantages/min", "critic/vf_loss", "critic/vf_explained_var",
     "actor/grad_norm", "actor/skipped_nonfinite", "response_length/clip_ratio", "response/repetition_rate",
     "timing/step_s", "rollout/sampler_trainer_kl", "rollout/ungraded_rate", "actor/ppo_kl",
@@ -307,8 +307,8 @@ CONVENTIONS: dict[str, dict[str, str]] = {
     # verl (verl/trainer/ppo/metric_utils.py, verl/workers/actor/dp_actor.py); quantities
     # verl does not log are named in its style
     "verl": _names("critic/score/mean", "critic/acc/mean", "critic/format_score/mean", "response_length/mean",
-                   "actor/entropy", "actor/kl_loss", "actor/pg_clipfrac", "actor/pg_clipfrac_high",
-                   "actor/pg_clipfrac_low", "critic/zero_std_frac", "critic/advantages/max", "critic/advantages/min",
+                   "actor/entropy", "actor/kl_loss", "actor/pg_clipfrac", "actor/pg_clipfrac_ratio_high",
+                   "actor/pg_clipfrac_ratio_low", "critic/zero_std_frac", "critic/advantages/max", "critic/advantages/min",
                    "critic/vf_loss", "critic/vf_explained_var", "actor/grad_norm", "actor/nonfinite_steps",
                    "response_length/clip_ratio", "response/repetition_rate", "timing_s/step",
                    "training/rollout_probs_diff_mean", "critic/ungraded_rate", "actor/ppo_kl"),

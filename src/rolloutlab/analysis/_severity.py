@@ -13,7 +13,7 @@ is set here, once, from the run's :class:`Outcome`:
   :func:`~rolloutlab.analysis._passk.verdict_window` steps) is at least :data:`HIGH`, the
   training outcome is not falling, and, with evaluations, the training level is not more
   than :data:`GAP` above the held-out one: the sign is **info**, its text saying so with
-  the figures.
+  the figures, and it carries no remedies (there is nothing to fix).
 - **falling** — reward declining at the end or pass@1 lower late than early (the
   ``declining`` / ``regressed`` findings), or the held-out interval of the last
   checkpoint wholly below the first's: the sign is **critical**.
@@ -124,8 +124,9 @@ def apply_severity(findings: list[Finding], outcome: Outcome) -> list[Finding]:
         if f.kind not in CONVERGENCE_SIGNS or outcome.state in ("unknown", "stalled"):
             out.append(f)
         elif outcome.state == "converged":
+            # convergence is nothing to fix: no remedies ("add an entropy bonus") beside it
             out.append(dataclasses.replace(
-                f, severity="info",
+                f, severity="info", actions=(),
                 text=f"{f.text} — with {outcome.source}, this is convergence, not a failure",
                 evidence={**f.evidence, "outcome": outcome.state, "outcome_level": outcome.level}))
         else:

@@ -56,20 +56,26 @@ def report(
     max_turns: Annotated[int, typer.Option("--max-turns", help="Turns shown per trajectory (first and last halves).")] = 12,
     max_sample_chars: Annotated[int, typer.Option("--max-sample-chars", help="Text budget of one run's samples; above it every k-th step is sampled.")] = 20_000_000,
     title: Annotated[str | None, typer.Option("--title", help="Page title (default: the run names).")] = None,
+    metric: Annotated[list[str] | None, typer.Option("--metric", help="QUANTITY=COLUMN: read this logged column for a quantity in the health check, e.g. policy_kl=my/approx_kl (repeatable; as analyze takes it).")] = None,
     json_: JsonOpt = False,
 ) -> None:
     """Write a self-contained HTML report (findings, metric grid, comparison, trajectories)."""
     import orjson
 
+    from rolloutlab.analysis import parse_overrides
     from rolloutlab.cli.analyze import resolve
     from rolloutlab.io import RolloutlabError
     from rolloutlab.report import ReportConfig, build_report, load_report_run, require, write_report
 
     require("plotly", "jinja2", *(("matplotlib",) if png is not None else ()))
     try:
+        overrides = parse_overrides(metric or [])
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--metric") from None
+    try:
         config = ReportConfig(split=split, success_threshold=success_threshold, split_at=split_at, fit=fit,
                               groups_per_step=groups_per_step, max_chars=max_chars, max_turns=max_turns,
-                              max_sample_chars=max_sample_chars, title=title)
+                              max_sample_chars=max_sample_chars, title=title, metric=overrides or None)
     except ValueError as e:
         raise RolloutlabError(str(e)) from None
     if not output.parent.is_dir():
@@ -79,7 +85,12 @@ def report(
         with damaged_store(store):
             st, rid = resolve(run, store)
             with err_console.status(f"analysing {rid}"):
-                loaded.append(load_report_run(st, rid, config))
+                try:
+                    loaded.append(load_report_run(st, rid, config))
+                except ValueError as e:  # a --metric column this run did not log
+                    if not str(e).startswith("--metric"):
+                        raise
+                    raise typer.BadParameter(str(e), param_hint="--metric") from None
     with err_console.status("rendering the report"):
         rep = build_report(loaded, config)
         pngs = write_report(rep, output, png_dir=png)

@@ -10,7 +10,7 @@ no step the page says so instead.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -51,6 +51,9 @@ class ReportConfig:
     sampled (the page says so), so that long multi-turn runs still open quickly."""
     title: str | None = None
     """Page title (default: the run names)."""
+    metric: Mapping[str, str] | None = None
+    """Health-check quantity → the logged column to read for it (``--metric
+    QUANTITY=COLUMN``, as ``analyze`` takes it; quantities in docs/analysis.md)."""
 
     def __post_init__(self) -> None:
         for name in ("groups_per_step", "max_chars", "max_turns", "max_sample_chars"):
@@ -82,7 +85,7 @@ def load_report_run(store: Store, run: str, config: ReportConfig = ReportConfig(
                               f"`rolloutlab analyze {frame.run_id}` analyses its metrics")
     # a training run's evaluations lead its page and weigh its health verdict
     held = load_heldout(store, frame.run_id, success_threshold=config.success_threshold) if frame.split == "train" else None
-    a = analyze(frame, split_at=config.split_at, fit=config.fit, heldout=held)
+    a = analyze(frame, split_at=config.split_at, fit=config.fit, heldout=held, metric=config.metric or None)
     samples = sample_trajectories(frame, groups_per_step=config.groups_per_step, max_chars=config.max_chars,
                                   max_turns=config.max_turns, max_total_chars=config.max_sample_chars)
     entry = store.manifest["runs"].get(frame.run_id, {}).get("run", {})
