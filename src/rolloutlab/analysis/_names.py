@@ -118,6 +118,8 @@ FAMILIES: tuple[Family, ...] = (
     _f("reward_std", (_REWARD, {"std", "stdev"}), none={"zero", "frac", "advantage", "advantages"}, stat=True),
     _f("zero_advantage_frac", ({"advantage", "advantages", "adv"}, {"zero"}), stat=True),
     _f("advantage_abs_mean", ({"advantage", "advantages", "adv"}, {"abs"}), stat=True),
+    # rolloutlab's adv/label_frac: the share of turns whose reward is a process-reward label
+    _f("label_frac", ({"advantage", "advantages", "adv", "label", "labels"}, {"label", "labels"}, _SHARE), stat=True),
     _f("advantage_std", ({"advantage", "advantages", "adv"}, {"std", "stdev"}), stat=True),
     _f("advantage_max", ({"advantage", "advantages", "adv"}, {"max"}), stat=True),
     _f("advantage_min", ({"advantage", "advantages", "adv"}, {"min"}), stat=True),
