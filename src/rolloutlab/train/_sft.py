@@ -254,7 +254,13 @@ def sft(cfg: SFTConfig, dataset: Path, out: Path, *,
     model, tok = build_model(tcfg)
     if cfg.gradient_checkpointing:
         model.config.use_cache = False
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        # transformers 5 renamed it activation checkpointing; the old name warns
+        if hasattr(model, "activation_checkpointing_enable"):
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+        else:  # pragma: no cover - transformers < 5
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if hasattr(model, "enable_input_require_grads"):  # LoRA: frozen embeddings would cut the graph
+            model.enable_input_require_grads()
     pad = tok.hf.pad_token_id if isinstance(tok, HFChatTokenizer) and tok.hf.pad_token_id is not None else tok.eos_token_id
     where = str(dataset)
     exs = [tokenize_row(tok, _state(r), _action(r), max_seq_len=cfg.max_seq_len, weight=_row_weight(r, cfg.weight, where))
@@ -275,6 +281,8 @@ def sft(cfg: SFTConfig, dataset: Path, out: Path, *,
     rng = random.Random(cfg.seed)
     micro = cfg.micro_batch_size or cfg.batch_size
     step = 0
+    if cfg.save_initial:
+        res.checkpoints.append(save_checkpoint(out, 0, _saveable(model), tok, {"sft": {"rows": len(exs), "epochs": 0}}))
     model.train()
     try:
         for _ in range(cfg.epochs):

@@ -70,6 +70,9 @@ class SFTConfig:
     """Recompute activations in the backward pass (less memory, about a third more time)."""
     save_every: int = 0
     """Checkpoint every this many optimizer steps (and at the end); 0: only at the end."""
+    save_initial: bool = False
+    """Also write the model before training as ``checkpoints/step_000000`` (so that
+    ``eval --checkpoints`` compares the start with the fine-tuned model in one table)."""
     threads: int = 2
     """``torch.set_num_threads`` on the CPU."""
     progress: bool = True
