@@ -66,5 +66,5 @@ def test_a_missing_column_is_named(tmp_path: Path, ingest_one: Any) -> None:
     src = tmp_path / "rows.jsonl"
     src.write_text(json.dumps({"state": [], "action": "x", "reward": 1.0, "timestep": 0, "unique_data_sample_id": "s",
                                "split": "nowhere"}) + "\n")
-    with pytest.raises(InputError, match="split.*nowhere"):
+    with pytest.raises(InputError, match=r"split.*nowhere"):
         ingest_one(src, format="act_prm")

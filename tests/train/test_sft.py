@@ -12,9 +12,23 @@ import pytest
 import torch
 
 from rolloutlab.agent import guess_number_tokenizer
-from rolloutlab.io import ExportOptions, InputError, RolloutlabError, RunWriter, export_rows, export_run
+from rolloutlab.io import (
+    ExportOptions,
+    InputError,
+    RolloutlabError,
+    RunWriter,
+    export_rows,
+    export_run,
+)
 from rolloutlab.schema import Run, Trajectory, Turn
-from rolloutlab.train import load_rows, load_sft_config, sft, tokenize_row, weighted_ce, weighted_ce_slow
+from rolloutlab.train import (
+    load_rows,
+    load_sft_config,
+    sft,
+    tokenize_row,
+    weighted_ce,
+    weighted_ce_slow,
+)
 
 PROMPT = [{"role": "user", "content": "guess a number from 0 to 7"}]
 
@@ -41,7 +55,7 @@ def _trajs() -> list[Trajectory]:
 def test_rows_by_hand() -> None:
     rows, res = export_rows(_trajs(), ExportOptions(gamma=0.5, center=True))
     assert res.rows == 6 and res.trajectories == 3
-    a0, a1, a2, b0, b1, c0 = rows
+    a0, _a1, a2, b0, b1, c0 = rows
     # returns with gamma 0.5: a = [0.25, 0.5, 1.0], b = [0, 0], c = [1]
     assert [r["return_"] for r in rows] == [0.25, 0.5, 1.0, 0.0, 0.0, 1.0]
     mean1 = (0.25 + 0.5 + 1.0) / 5  # batch 1 holds five rows
@@ -94,7 +108,7 @@ def test_export_load_from_disk_mask_covers_exactly_the_reply(tmp_path: Path) -> 
     ds = datasets.load_from_disk(str(out / "dataset"))
     assert ds.num_rows == 6 and ds[2]["action"] == "5"
     tok = guess_number_tokenizer()
-    rows, manifest = load_rows(out)
+    _, manifest = load_rows(out)
     assert manifest["env"] == "guess-number-v0"
     for row in ds:
         ex = tokenize_row(tok, row["prompt"], row["completion"][0]["content"], max_seq_len=64)

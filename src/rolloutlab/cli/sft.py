@@ -24,7 +24,14 @@ def sft(
     no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar.")] = False,
 ) -> None:
     """Supervised fine-tuning (think-act SFT, Act-PRM) on an exported dataset."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     from rolloutlab.train import load_sft_config
     from rolloutlab.train import sft as run_sft

@@ -20,7 +20,13 @@ if TYPE_CHECKING:
         StoreDamaged,
         StoreWarning,
     )
-    from rolloutlab.io._export import EXPORT_KINDS, ExportOptions, ExportResult, export_rows, export_run
+    from rolloutlab.io._export import (
+        EXPORT_KINDS,
+        ExportOptions,
+        ExportResult,
+        export_rows,
+        export_run,
+    )
     from rolloutlab.io._fastpath import pyarrow_without_pandas
     from rolloutlab.io._files import is_archive
     from rolloutlab.io._health import HealthReport, check_store, report_json
@@ -55,9 +61,9 @@ _WHERE = {
 
 
 __all__ = [
+    "EXPORT_KINDS",
     "MANIFEST",
     "DiskFull",
-    "EXPORT_KINDS",
     "ExportOptions",
     "ExportResult",
     "HealthReport",

@@ -8,7 +8,15 @@ from rolloutlab.train._config import (
     load_config,
 )
 from rolloutlab.train._loop import Trainer, TrainResult, horizon_at, resume, train
-from rolloutlab.train._sft import SFTExample, SFTResult, load_rows, sft, tokenize_row, weighted_ce, weighted_ce_slow
+from rolloutlab.train._sft import (
+    SFTExample,
+    SFTResult,
+    load_rows,
+    sft,
+    tokenize_row,
+    weighted_ce,
+    weighted_ce_slow,
+)
 from rolloutlab.train._sft_config import SFTConfig, load_sft_config
 
 __all__ = [

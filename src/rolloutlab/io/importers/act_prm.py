@@ -36,7 +36,15 @@ from typing import Any
 from rolloutlab.errors import InputError, RecordError
 from rolloutlab.io._files import logical_name
 from rolloutlab.io._sink import PartSink, TurnData
-from rolloutlab.io.importers._base import Importer, Part, ReadContext, RunInfo, default_name, register, require
+from rolloutlab.io.importers._base import (
+    Importer,
+    Part,
+    ReadContext,
+    RunInfo,
+    default_name,
+    register,
+    require,
+)
 
 REQUIRED = ("state", "action", "reward", "timestep", "unique_data_sample_id")
 _SPLITS = {"train": "train", "val": "val", "eval": "eval", "test": "eval", "validation": "val"}
