@@ -260,3 +260,12 @@ def test_bad_input_is_named_and_leaves_nothing(tmp_path: Path) -> None:
     export_run(_run(tmp_path / "r2"), ex, ExportOptions())
     with pytest.raises(RolloutlabError, match="not empty"):
         export_run(_run(tmp_path / "r3"), ex, ExportOptions())
+
+
+def test_presets() -> None:
+    gpu = load_sft_config("sft_act_prm_qwen3_4b")
+    assert (gpu.model.lora.enabled, gpu.model.lora.r, gpu.lr, gpu.max_seq_len, gpu.gradient_checkpointing) == (
+        True, 32, 4e-5, 4096, True)
+    assert load_sft_config("sft_tiny").model.tiny
+    with pytest.raises(RolloutlabError, match="Did you mean 'lr'"):
+        load_sft_config("sft_tiny", ["lrr=1"])

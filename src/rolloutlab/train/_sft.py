@@ -275,7 +275,7 @@ def sft(cfg: SFTConfig, dataset: Path, out: Path, *,
     total = per_epoch * cfg.epochs
     run = Run(run_id=f"{cfg.name}-{random.Random(time.time_ns()).getrandbits(32):08x}", name=cfg.name,
               config={**cfg.to_dict(), "dataset": str(dataset), "export": manifest.get("options")},
-              model=cfg.model.path or "tiny", algorithm="sft", env=env, status="running")
+              model=cfg.model.path or "tiny", algorithm="sft", env=env, status="running", source="rolloutlab")
     writer = RunWriter(out, run)
     res = SFTResult(run_dir=out, steps=0, rows=len(exs), truncated_rows=truncated, trained_tokens=0, seconds=0.0)
     rng = random.Random(cfg.seed)
