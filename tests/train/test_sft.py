@@ -269,3 +269,19 @@ def test_presets() -> None:
     assert load_sft_config("sft_tiny").model.tiny
     with pytest.raises(RolloutlabError, match="Did you mean 'lr'"):
         load_sft_config("sft_tiny", ["lrr=1"])
+
+
+def test_cli_export_then_sft(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from rolloutlab.cli import main
+
+    run = _run(tmp_path)
+    assert main(["export", str(run), "--as", "bogus", "--out", str(tmp_path / "x")]) == 1
+    assert "--as 'bogus' is not one of: think-act, policy, rejection, preference" in capsys.readouterr().err
+    assert main(["export", str(run), "--as", "rejection", "--out", str(tmp_path / "ex")]) == 0
+    assert "wrote 4 rows from 2 trajectories (0 ungraded left out, 1 below reward 1)" in capsys.readouterr().err
+    assert main(["sft", str(tmp_path / "ex"), "sft_tiny", "epochs=1", "threads=1", "--out", str(tmp_path / "s"),
+                 "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    assert "1 steps over 4 rows" in err and "step_000000, step_000001" in err
+    assert main(["sft", str(tmp_path / "ex"), "sft_tiny", "lrr=1", "--out", str(tmp_path / "t")]) == 1
+    assert "Did you mean 'lr'" in capsys.readouterr().err and not (tmp_path / "t").exists()
