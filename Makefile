@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 DEMO := out/demo
 TOUR := out/tour
 
-.PHONY: demo tour test lint sysdeps bench clean
+.PHONY: demo tour act-prm test lint sysdeps bench clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -33,6 +33,17 @@ tour: $(STAMP)
 	$(BIN)/rolloutlab analyze verl-demo --store $(TOUR)/store
 	$(BIN)/rolloutlab report verl-demo --store $(TOUR)/store -o $(TOUR)/report.html --png $(TOUR)/figures
 	@echo "open $(TOUR)/report.html in a browser (offline, self-contained)"
+
+# Act-PRM's loop on the CPU (docs/sft.md): RL briefly -> export the successful trajectories as
+# think-act rows -> SFT the initial tiny model on them -> evaluate the start and the SFT model.
+ACT := out/act-prm
+act-prm: $(STAMP)
+	rm -rf $(ACT)
+	$(BIN)/rolloutlab train demo trainer.total_steps=30 trainer.save_every=10 --out $(ACT)/rl
+	$(BIN)/rolloutlab export $(ACT)/rl --as rejection --threshold 1 --out $(ACT)/best
+	$(BIN)/rolloutlab sft $(ACT)/best sft_tiny --out $(ACT)/sft
+	$(BIN)/rolloutlab eval --env guess-number-v0 --checkpoints $(ACT)/sft/checkpoints --out $(ACT)/sft \
+	  --episodes 128 --samples 2 --max-tokens 1 --concurrency 256 --split test
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks

@@ -12,7 +12,8 @@ from rolloutlab.train._config import presets_dir
 
 from ._helpers import TINY
 
-PRESETS = sorted(p.stem for p in presets_dir().glob("*.yaml"))
+PRESETS = sorted(p.stem for p in presets_dir().glob("*.yaml") if not p.stem.startswith("sft_"))
+"""The trainer's presets (``sft_*`` are ``rolloutlab sft``'s, tests/train/test_sft.py)."""
 
 
 def test_presets_are_the_documented_ones() -> None:

@@ -62,8 +62,8 @@ def _group() -> None:
     pass
 
 
-_MODULES = ("analyze", "check_store", "demo", "env", "env_serve", "eval", "ingest", "label", "report", "runs", "serve",
-            "show", "sql", "train", "watch")
+_MODULES = ("analyze", "check_store", "demo", "env", "env_serve", "eval", "export", "ingest", "label", "report", "runs",
+            "serve", "sft", "show", "sql", "train", "watch")
 """One module per command, in the order the help lists them; env_serve adds `env serve`
 to the env sub-app."""
 _COMMAND_MODULES = {"check-store": ("check_store",), "env": ("env", "env_serve"), "formats": ("ingest",)}

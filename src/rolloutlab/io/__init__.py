@@ -20,6 +20,13 @@ if TYPE_CHECKING:
         StoreDamaged,
         StoreWarning,
     )
+    from rolloutlab.io._export import (
+        EXPORT_KINDS,
+        ExportOptions,
+        ExportResult,
+        export_rows,
+        export_run,
+    )
     from rolloutlab.io._fastpath import pyarrow_without_pandas
     from rolloutlab.io._files import is_archive
     from rolloutlab.io._health import HealthReport, check_store, report_json
@@ -41,6 +48,7 @@ _WHERE = {
     **dict.fromkeys(("DiskFull", "IncompleteTail", "InputError", "RecordError", "RolloutlabError", "StoreDamaged",
                      "StoreWarning"), "rolloutlab.errors"),
     **dict.fromkeys(("HealthReport", "check_store", "report_json"), "_health"),
+    **dict.fromkeys(("EXPORT_KINDS", "ExportOptions", "ExportResult", "export_rows", "export_run"), "_export"),
     "pyarrow_without_pandas": "_fastpath",
     "is_archive": "_files",
     **dict.fromkeys(("IngestReport", "SourceReport", "ingest", "supported_formats"), "_ingest"),
@@ -53,8 +61,11 @@ _WHERE = {
 
 
 __all__ = [
+    "EXPORT_KINDS",
     "MANIFEST",
     "DiskFull",
+    "ExportOptions",
+    "ExportResult",
     "HealthReport",
     "IncompleteTail",
     "IngestReport",
@@ -71,6 +82,8 @@ __all__ = [
     "check_read_only",
     "check_store",
     "default_store",
+    "export_rows",
+    "export_run",
     "ingest",
     "is_archive",
     "open_store",

@@ -22,7 +22,7 @@ from rolloutlab.io.importers._base import (
 # Importing a module registers its importer; the order is the order of `--help` listings.
 for _module in (
     "rolloutlab", "verl", "verl_agent", "skyrl", "skyrl_console", "agentgym", "trl", "rllm", "tinker", "art",
-    "inspect_ai", "nemo_gym", "tau_bench", "swe_agent", "metrics_table", "tensorboard", "console_kv", "mapped",
+    "inspect_ai", "nemo_gym", "tau_bench", "swe_agent", "act_prm", "metrics_table", "tensorboard", "console_kv", "mapped",
 ):
     importlib.import_module(f"rolloutlab.io.importers.{_module}")
 
