@@ -525,6 +525,9 @@ class Trainer:
         step_s = time.perf_counter() - t_step
         metrics["timing/step_s"] = step_s
         metrics["perf/tokens_per_s"] = (metrics["perf/sampled_tokens"] or 0.0) / step_s if step_s > 0 else None
+        dev = next(unwrap(self.model).parameters()).device
+        if dev.type == "cuda":
+            metrics["perf/peak_memory_gb"] = torch.cuda.max_memory_allocated(dev) / 1e9
         if self.rank == 0:
             self._write_step(step, trained, set_aside)
             assert self.writer is not None

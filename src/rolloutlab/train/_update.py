@@ -52,7 +52,8 @@ from rolloutlab.train._data import TrainSample
 from rolloutlab.train._loss import kl_penalty, policy_loss, token_weights
 from rolloutlab.train._parallel import unwrap
 
-__all__ = ["Batch", "MaskMismatchError", "Updater", "collate", "loss_norm_constant", "lr_lambda", "reference_model"]
+__all__ = ["Batch", "MaskMismatchError", "Updater", "collate", "length_buckets", "loss_norm_constant", "lr_lambda",
+           "padding_share", "reference_model"]
 
 
 class MaskMismatchError(RolloutlabError):
@@ -143,6 +144,40 @@ def collate(samples: Sequence[TrainSample], pad_id: int, device: torch.device | 
 
     return Batch(tensor(ids, torch.long), tensor(attn, torch.long), tensor(mask, torch.float32),
                  tensor(slp, torch.float32), tensor(adv, torch.float32), min(len(s.prompt_ids) for s in samples))
+
+
+def _length(s: TrainSample) -> int:
+    return len(s.prompt_ids) + len(s.response_ids)
+
+
+def length_buckets(samples: Sequence[TrainSample], budget: int) -> list[list[TrainSample]]:
+    """Micro-batches of ``samples`` under a token budget (``actor.micro_batch_tokens``): longest
+    first, each takes samples while ``rows * longest <= budget`` (a sample longer than the
+    budget alone).  verl's dynamic batch size balances unpadded token counts across
+    micro-batches and removes the padding (``rearrange_micro_batches`` in
+    ``verl/utils/seqlen_balancing.py``); here rows stay padded, and sorting keeps each
+    micro-batch's lengths close, so little of it is padding."""
+    out: list[list[TrainSample]] = []
+    cur: list[TrainSample] = []
+    longest = 0
+    for s in sorted(samples, key=_length, reverse=True):  # stable: equal lengths keep their order
+        if cur and (len(cur) + 1) * longest > budget:
+            out.append(cur)
+            cur = []
+        if not cur:
+            longest = _length(s)
+        cur.append(s)
+    if cur:
+        out.append(cur)
+    return out
+
+
+def padding_share(chunks: Sequence[Sequence[TrainSample]]) -> float:
+    """Share of the positions of the micro-batches' padded ``(rows, longest)`` tensors that
+    are padding."""
+    total = sum(len(c) * max(map(_length, c)) for c in chunks if c)
+    real = sum(_length(s) for c in chunks for s in c)
+    return 1.0 - real / total if total else 0.0
 
 
 def reference_model(cfg: TrainConfig, model: Any) -> Any | None:
@@ -287,6 +322,7 @@ class Updater:
         if self.distributed:  # every rank makes the same optimizer steps
             mini += [[] for _ in range(int(self._global(len(mini), "max")) - len(mini))]
         plan = [self._lockstep(list(self._chunks(mb))) for mb in mini]
+        live_chunks = [c for chunks in plan for c, is_live in chunks if is_live]
         single_update = a.ppo_epochs == 1 and len(mini) == 1
         acc: dict[str, float] = {}
         counts: dict[str, float] = {}
@@ -400,6 +436,8 @@ class Updater:
         out["actor/lr"] = lrs[-1]
         out["timing/update_s"] = time.perf_counter() - t_start
         out["timing/forward_backward_s"] = fb
+        out["perf/padding_share"] = padding_share(live_chunks)
+        out["perf/update_tokens"] = float(a.ppo_epochs * sum(_length(s) for c in live_chunks for s in c))
         model.eval()
         return out
 
@@ -422,6 +460,9 @@ class Updater:
         return next(self.model.parameters()).device
 
     def _chunks(self, mb: Sequence[TrainSample]) -> Iterator[list[TrainSample]]:
+        if self.cfg.actor.micro_batch_tokens:
+            yield from length_buckets(mb, self.cfg.actor.micro_batch_tokens)
+            return
         size = self.cfg.actor.micro_batch_size or len(mb)
         for k in range(0, len(mb), size):
             yield list(mb[k : k + size])
