@@ -87,7 +87,7 @@ def overrides(args: argparse.Namespace, folder: Path) -> list[str]:
         f"model.path={folder}", f"model.dtype={dtype}", f"model.device={dev}", f"trainer.total_steps={args.steps}",
         f"rollout.tasks_per_step={args.tasks}", f"rollout.n={args.n}", f"rollout.max_turns={args.turns}",
         f"rollout.max_tokens_per_turn={args.tokens}", f"rollout.concurrency={args.tasks * args.n}",
-        "actor.mini_batches=1", f"actor.micro_batch_size=0", f"actor.micro_batch_tokens={args.micro_tokens}",
+        "actor.mini_batches=1", "actor.micro_batch_size=0", f"actor.micro_batch_tokens={args.micro_tokens}",
         "trainer.save_every=0", "trainer.check_memory=false", "logging.progress=false", "logging.tensorboard=false",
         "trainer.threads=1",
     ]
@@ -104,7 +104,8 @@ def commands(args: argparse.Namespace, folder: Path, out: Path) -> dict[str, lis
 
 
 def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
-    return [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    """Each step's metrics (the ``metrics`` of each line of ``metrics.jsonl``)."""
+    return [json.loads(x)["metrics"] for x in (run_dir / "metrics.jsonl").read_text().splitlines() if x.strip()]
 
 
 def summary(rows: Sequence[dict[str, Any]], *, params: int, param_bytes: int, concurrency: int,

@@ -156,7 +156,7 @@ class Trainer:
             torch.set_num_threads(max(1, cfg.trainer.threads))
         # launched by torchrun (WORLD_SIZE > 1): one process per rank
         had_group = torch.distributed.is_initialized()
-        self.rank, self.world, device = init_distributed(cfg.model.device)
+        self.rank, self.world, device = init_distributed(cfg.model.device, group_of_one=cfg.trainer.strategy == "fsdp")
         self.owns_process_group = not had_group and torch.distributed.is_initialized()
         """This trainer started the process group (:meth:`close` ends it)."""
         self.distributed = torch.distributed.is_initialized()
