@@ -63,4 +63,4 @@ def test_smoke_runs_both_trainings(capsys: pytest.CaptureFixture[str]) -> None:
     for name in ("one process", "FSDP, torchrun x1"):
         line = next(x for x in out.splitlines() if x.startswith(name))
         assert "s/step" in line and not line.split(": ")[1].startswith("-"), out
-    assert out.count("generation ") == 2 and "generation - tok/s" not in out, out
+    assert out.count("  generation ") == 2 and "generation - tok/s" not in out, out
