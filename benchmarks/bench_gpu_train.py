@@ -168,7 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--hbm-tbps", type=float, default=None, help="memory bandwidth of the GPU, TB/s")
     ap.add_argument("--only", choices=["plain", "fsdp"], default=None, help="run one of the two trainings")
     args = ap.parse_args(argv)
-    big = {"steps": 4, "tasks": 8, "n": 8, "turns": 6, "tokens": 48, "micro_tokens": 32768}
+    big = {"steps": 4, "tasks": 8, "n": 8, "turns": 6, "tokens": 48, "micro_tokens": 16384}
     small = {"steps": 2, "tasks": 2, "n": 2, "turns": 2, "tokens": 4, "micro_tokens": 2048}
     for k, v in (small if args.smoke else big).items():
         if getattr(args, k) is None:
