@@ -20,6 +20,7 @@ import copy
 import statistics
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 
@@ -35,6 +36,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
+    warnings.filterwarnings("ignore", message="Seems like `optimizer.step", category=UserWarning)  # stubbed below
     import torch
     from rich.progress import Progress
 
