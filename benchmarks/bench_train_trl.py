@@ -1,8 +1,8 @@
 """Training step time beside TRL's ``GRPOTrainer``: the same single-turn task, the same
-tiny model and batch, one process, measured in turns (issue 9, "Speed").
+tiny model and batch, measured in interleaved rounds (issues 9 and 24).
 
     pip install 'rolloutlab[bench]'        # trl (checked with trl 1.16.0); torch pinned first
-    python benchmarks/bench_train_trl.py [--steps 8] [--warmup 2] [--rounds 2] [--threads 2]
+    python benchmarks/bench_train_trl.py [--steps 8] [--warmup 2] [--rounds 4] [--threads 2]
 
 The task: ``guess-number-v0`` cut to one turn (``env.kwargs.max_turns=1``): the prompt
 ``<user> 0 7 <eos> <assistant>``, one sampled token, reward 1 when it is the hidden number.
@@ -27,8 +27,12 @@ log-probabilities its own way — that is what is compared.  A "training step" i
 generation batch plus its 4 optimizer steps; TRL's time per step is the wall time between
 the ends of its 4th, 8th, ... optimizer steps (a ``TrainerCallback``).
 
-The two trainers run one after the other, ``--rounds`` times, alternating, so a change in
-the machine's load hits both; the figures are medians over every timed step.
+Interleaved: ``--rounds`` rounds, each running both trainers, each in a fresh process (so
+neither inherits the other's imports, threads or garbage), in the order AB, BA, AB, ... so
+that a change in the machine's load hits both sides alike and neither always goes first.
+Printed: each side's median over every timed step, the per-round medians, and the ratio
+rolloutlab / TRL as the median of the per-round ratios with their range (min-max) — the
+spread says how far load moved the figure.
 """
 
 from __future__ import annotations
@@ -37,7 +41,10 @@ import argparse
 import contextlib
 import io
 import itertools
+import json
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 import warnings
@@ -131,35 +138,68 @@ def theirs(steps: int, warmup: int, threads: int) -> tuple[list[float], bool]:
     return times, changed
 
 
+SIDES = {"rolloutlab": ours, "trl": theirs}
+
+
+def run_side(name: str, steps: int, warmup: int, threads: int) -> tuple[list[float], bool]:
+    """One side in a fresh interpreter (``--side``); its step times and whether it trained."""
+    cmd = [sys.executable, __file__, "--side", name, "--steps", str(steps), "--warmup", str(warmup),
+           "--threads", str(threads)]
+    p = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if p.returncode != 0:
+        raise SystemExit(f"the {name} side failed (exit {p.returncode}):\n{p.stderr[-3000:]}")
+    got = json.loads(p.stdout.strip().splitlines()[-1])
+    return [float(x) for x in got["times"]], bool(got["changed"])
+
+
 def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=8, help="timed training steps per side and round")
+    ap.add_argument("--warmup", type=int, default=2, help="untimed steps first, per side and round")
+    ap.add_argument("--rounds", type=int, default=4, help="rounds of both sides, alternating which goes first")
+    ap.add_argument("--threads", type=int, default=2, help="torch threads of each side")
+    ap.add_argument("--side", choices=sorted(SIDES), help=argparse.SUPPRESS)  # internal: run one side, print JSON
+    args = ap.parse_args()
     try:
         import trl
     except ImportError:
         raise SystemExit("bench_train_trl needs trl: pip install 'rolloutlab[bench]' (torch==2.13.0 first)") from None
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--steps", type=int, default=8)
-    ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--threads", type=int, default=2)
-    args = ap.parse_args()
     warnings.filterwarnings("ignore", category=FutureWarning)
     from transformers.utils import logging as hf_logging
 
     hf_logging.set_verbosity_error()
-    got: dict[str, list[float]] = {"rolloutlab": [], "trl": []}
-    trained = {}
-    for _ in range(args.rounds):
-        for name, fn in (("rolloutlab", ours), ("trl", theirs)):
-            times, changed = fn(args.steps, args.warmup, args.threads)
-            got[name] += times
-            trained[name] = changed
+    if args.side:
+        times, changed = SIDES[args.side](args.steps, args.warmup, args.threads)
+        print(json.dumps({"times": times, "changed": changed}))
+        return
+
+    from rich.progress import Progress
+
+    got: dict[str, list[float]] = {k: [] for k in SIDES}
+    rounds: dict[str, list[float]] = {k: [] for k in SIDES}
+    trained = dict.fromkeys(SIDES, True)
+    with Progress(transient=True) as bar:
+        task = bar.add_task("rounds", total=2 * args.rounds)
+        for r in range(args.rounds):
+            order = list(SIDES) if r % 2 == 0 else list(SIDES)[::-1]
+            for name in order:
+                times, changed = run_side(name, args.steps, args.warmup, args.threads)
+                got[name] += times
+                rounds[name].append(statistics.median(times))
+                trained[name] &= changed
+                bar.advance(task)
 
     med = {k: statistics.median(v) for k, v in got.items()}
-    print(f"one-turn guess-number, tiny Qwen2, {TASKS}×{N} completions and {MINI} optimizer steps per training "
-          f"step, {args.threads} threads, TRL {trl.__version__}; median of {len(got['trl'])} timed steps each")
-    for k in got:
-        print(f"  {k:<11} {med[k]:7.3f} s/step  {60 / med[k]:6.1f} steps/min   parameters changed: {trained[k]}")
-    print(f"  ratio rolloutlab / TRL: {med['rolloutlab'] / med['trl']:.2f}×   (target ≤ 1.0)")
+    ratios = [a / b for a, b in zip(rounds["rolloutlab"], rounds["trl"], strict=True)]
+    print(f"one-turn guess-number, tiny Qwen2, {TASKS}x{N} completions, {MINI} optimizer steps per")
+    print(f"training step, {args.threads} threads, TRL {trl.__version__}; {args.rounds} interleaved rounds of")
+    print(f"{args.steps} timed steps per side (medians)")
+    for k in SIDES:
+        per = " ".join(f"{x:.3f}" for x in rounds[k])
+        print(f"  {k:<11} {med[k]:6.3f} s/step {60 / med[k]:6.1f} steps/min  trained: {trained[k]}")
+        print(f"    per round: {per}")
+    print(f"  ratio rolloutlab / TRL: {statistics.median(ratios):.2f}x  (rounds {min(ratios):.2f}-{max(ratios):.2f}x;"
+          " target <= 1.0)")
 
 
 if __name__ == "__main__":

@@ -251,6 +251,13 @@ class ActorConfig:
     """Optimizer steps per pass (the batch is split into this many mini-batches)."""
     micro_batch_size: int = 0
     """Samples per forward/backward (gradient accumulation); 0: the whole mini-batch."""
+    micro_batch_tokens: int = 0
+    """Token budget per forward/backward, in place of ``micro_batch_size`` (verl's
+    ``use_dynamic_bsz`` with ``ppo_max_token_len_per_gpu``): the mini-batch's samples, longest
+    first, are cut into micro-batches of at most this many positions (rows times the longest
+    row), so each pads little (similar lengths) and short samples share a pass; a sample
+    longer than the budget runs alone.  The loss and gradient are those of the whole
+    mini-batch either way.  0: off."""
     check_masks: bool = True
     """Refuse a batch whose loss mask disagrees with the sampler: a token with a non-zero
     sampler log-prob but mask 0, or mask 1 on a token with sampler log-prob 0.0 that the
@@ -384,6 +391,8 @@ class TrainConfig:
             )
         if act.micro_batch_size < 0:
             raise ConfigError("actor.micro_batch_size must be >= 0 (0: no accumulation)")
+        if act.micro_batch_tokens < 0:
+            raise ConfigError(f"actor.micro_batch_tokens must be >= 0 (0: off), got {act.micro_batch_tokens}")
         if not 0 <= act.clip_ratio_low < 1 or act.clip_ratio_high < 0:
             raise ConfigError(
                 f"actor.clip_ratio_low must be in [0, 1) and clip_ratio_high >= 0, got "

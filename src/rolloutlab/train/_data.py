@@ -82,7 +82,10 @@ class Group:
     """The ``n`` episodes of one task in one step."""
 
     task: Task
-    episodes: list[Episode]
+    episodes: list[Episode] = field(repr=False)
+    """Left out of the repr: ``asyncio.run`` formats the repr of its finished task's result
+    (the step's groups) when it restores the SIGINT handler (``signal.getsignal`` -> a failed
+    enum lookup), and every episode's full repr cost 30 ms a step on the tiny task."""
     retries: int = 0
 
     @property

@@ -101,6 +101,8 @@ def estimate_memory(cfg: TrainConfig, shape: ModelShape, *, prompt_tokens: int, 
         logits = n * seq * shape.vocab * 4
         generation = kv + scores + logits
     mb = cfg.actor.micro_batch_size or cfg.batch_size // cfg.actor.mini_batches
+    if cfg.actor.micro_batch_tokens:  # rows x length <= budget: as many full-length rows, at least one
+        mb = max(1, -(-cfg.actor.micro_batch_tokens // seq))
     per_sample = shape.layers * (seq * (16 * shape.hidden + 3 * shape.intermediate) + 2 * shape.heads * seq * seq) * b
     per_sample += 3 * seq * shape.vocab * 4
     return MemoryEstimate(seq_len=seq, process=process, state=state, generation=generation, update=mb * per_sample)

@@ -42,13 +42,16 @@ __all__ = [
 ]
 
 
-def init_distributed(device: str) -> tuple[int, int, str]:
+def init_distributed(device: str, *, group_of_one: bool = False) -> tuple[int, int, str]:
     """``(rank, world size, this rank's device)``; starts the process group when launched by
-    ``torchrun`` with WORLD_SIZE > 1.  CPU tensors (the trainer's counters and metrics) go
-    over gloo; CUDA tensors over NCCL, each rank on ``cuda:LOCAL_RANK`` when ``device`` is
-    ``cuda``."""
+    ``torchrun`` with WORLD_SIZE > 1, or with WORLD_SIZE 1 when ``group_of_one`` (the trainer
+    asks for it under FSDP: one rank then runs the sharded code path, to measure it on one
+    GPU).  CPU tensors (the trainer's counters and metrics) go over gloo; CUDA tensors over
+    NCCL, each rank on ``cuda:LOCAL_RANK`` when ``device`` is ``cuda``."""
     dist = torch.distributed
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not dist.is_initialized():
+    world = os.environ.get("WORLD_SIZE")
+    launched = world is not None and (int(world) > 1 or (group_of_one and "MASTER_ADDR" in os.environ))
+    if launched and not dist.is_initialized():
         dist.init_process_group("cpu:gloo,cuda:nccl" if device.startswith("cuda") else "gloo")
     if not (dist.is_available() and dist.is_initialized()):
         return 0, 1, device
