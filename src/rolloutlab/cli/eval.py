@@ -16,8 +16,7 @@ from rolloutlab.cli._app import JsonOpt, app, err_console
 from rolloutlab.cli._options import config_command
 from rolloutlab.evaluate import EvalConfig
 
-RENAMED = {"max_tokens_per_turn": "--max-tokens", "invalid_action_penalty": "--invalid-penalty",
-           "checkpoint_generation": "--checkpoint-generation/--no-checkpoint-generation"}
+RENAMED = {"max_tokens_per_turn": "--max-tokens", "invalid_action_penalty": "--invalid-penalty"}
 """Flags that are not their field's name (the names the README and docs have always used)."""
 
 
