@@ -48,7 +48,7 @@ from rolloutlab.agent._tokenizers import (
     save_tokenizer,
 )
 from rolloutlab.agent._types import ChatTokenizer, FinishReason, GenerateRequest, Generation
-from rolloutlab.envs._thread import env_calls_in_flight
+from rolloutlab.envs._thread import env_calls_in_flight, env_calls_settled
 from rolloutlab.errors import PromptTooLong, RolloutlabError
 
 __all__ = ["HFPolicy", "TinyModelConfig", "draw_seed", "inverse_cdf", "save_model", "tiny_model", "token_logprobs"]
@@ -266,11 +266,16 @@ class HFPolicy:
         # ordered by sample_key, not by which thread finished first, so that the batched
         # forward's rounding repeats too)
         seen, quiet = -1, 0
-        while quiet < 3 and len(self._pending) < self.max_batch:
-            busy = env_calls_in_flight() > 0
-            quiet = quiet + 1 if len(self._pending) == seen and not busy else 0
+        while True:
+            if env_calls_in_flight():  # first: a batch never closes while one runs (max_batch or not)
+                await env_calls_settled()
+                quiet = 0
+                continue
+            if quiet >= 3 or len(self._pending) >= self.max_batch:
+                break
+            quiet = quiet + 1 if len(self._pending) == seen else 0
             seen = len(self._pending)
-            await asyncio.sleep(0.0002 if busy else 0)
+            await asyncio.sleep(0)
         self._pending.sort(key=lambda p: p.request.sample_key or "")  # stable: keyless rows keep their order
         while self._pending:
             batch, self._pending = self._pending[: self.max_batch], self._pending[self.max_batch :]

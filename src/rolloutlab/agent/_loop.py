@@ -486,7 +486,7 @@ async def run_episode(
             continue
         # in-process environment code runs on a thread of its own: one that blocks cannot
         # hold this loop (timeouts, other episodes, signals) past env_timeout_s
-        thread = None if type(env) in ASYNC_IO_ONLY else EnvThread(f"env-{traj_id}")
+        thread = None if type(env) in ASYNC_IO_ONLY else EnvThread.lease()
         try:
             runner = _Episode(env, policy, task, seed, config, key=traj_id, thread=thread)
             env_id = env.spec.id
@@ -512,7 +512,7 @@ async def run_episode(
                 except Exception as e:  # recorded: a close failure does not undo the episode
                     close_errors.append(f"{type(e).__name__}: {_clean(str(e))[:200]}")
             if thread is not None:
-                thread.stop()  # a blocked thread is abandoned (daemon): Python cannot stop it
+                thread.release()  # a blocked thread is abandoned (daemon): Python cannot stop it
     else:
         error = f"environment failed {_times(len(attempt_errors))}; last: {attempt_errors[-1]}" if attempt_errors else error
     return _episode(runner, config, task=task, seed=seed, step=step, traj_id=traj_id, group_id=group_id,

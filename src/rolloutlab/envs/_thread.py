@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-__all__ = ["ASYNC_IO_ONLY", "EnvThread", "async_io_only", "env_calls_in_flight"]
+__all__ = ["ASYNC_IO_ONLY", "EnvThread", "async_io_only", "env_calls_in_flight", "env_calls_settled"]
 
 ASYNC_IO_ONLY: set[type] = set()
 """Environment classes that never block their event loop (only ``await`` I/O): the agent loop
@@ -43,7 +43,10 @@ def async_io_only(cls: C) -> C:
 
 
 _IN_FLIGHT: dict[int, int] = {}
-"""Calls awaited on environment threads, per calling event loop (by ``id``)."""
+"""Calls awaited on environment threads, per calling event loop (by ``id``; an entry is
+removed when its count returns to 0, so a later loop with the same ``id`` starts clean)."""
+_SETTLED: dict[int, list[asyncio.Future[None]]] = {}
+"""Per calling event loop: who waits for its count to return to 0."""
 
 
 def env_calls_in_flight() -> int:
@@ -51,6 +54,31 @@ def env_calls_in_flight() -> int:
     policy waits for them before it samples, so that a batch holds the episodes it would hold
     if the environments ran on the loop itself, whatever the threads' timing."""
     return _IN_FLIGHT.get(id(asyncio.get_running_loop()), 0)
+
+
+async def env_calls_settled() -> None:
+    """Return once the running event loop awaits no environment call on a thread."""
+    loop = asyncio.get_running_loop()
+    if _IN_FLIGHT.get(id(loop), 0):
+        fut: asyncio.Future[None] = loop.create_future()
+        _SETTLED.setdefault(id(loop), []).append(fut)
+        await fut
+
+
+def _leave(key: int) -> None:
+    _IN_FLIGHT[key] -= 1
+    if not _IN_FLIGHT[key]:
+        del _IN_FLIGHT[key]
+        for fut in _SETTLED.pop(key, []):
+            if not fut.done():
+                fut.set_result(None)
+
+
+_IDLE: list[EnvThread] = []
+"""Threads whose environment was closed, kept for the next episode (a thread and an event
+loop cost a few hundred microseconds to make; a training step runs hundreds of episodes)."""
+_IDLE_MAX = 256
+_IDLE_LOCK = threading.Lock()
 
 
 class EnvThread:
@@ -79,9 +107,7 @@ class EnvThread:
         try:
             return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._counted(coro), self._loop))
         finally:
-            _IN_FLIGHT[key] -= 1
-            if not _IN_FLIGHT[key]:
-                del _IN_FLIGHT[key]
+            _leave(key)
 
     async def _counted(self, coro: Coroutine[Any, Any, T]) -> T:
         try:
@@ -104,6 +130,26 @@ class EnvThread:
         while self.busy and time.monotonic() < deadline:
             await asyncio.sleep(0.002)
         return not self.busy
+
+    @classmethod
+    def lease(cls) -> EnvThread:
+        """An idle thread from an earlier environment, or a new one; give it back with :meth:`release`."""
+        with _IDLE_LOCK:
+            while _IDLE:
+                t = _IDLE.pop()
+                if t.alive:
+                    return t
+        return cls("env")
+
+    def release(self) -> None:
+        """Keep this thread for the next :meth:`lease` if nothing runs on it, else stop it
+        (a blocked one is abandoned)."""
+        if not self.busy and self.alive:
+            with _IDLE_LOCK:
+                if len(_IDLE) < _IDLE_MAX:
+                    _IDLE.append(self)
+                    return
+        self.stop()
 
     def stop(self) -> None:
         """Stop the loop once whatever it runs returns (a blocked call is not waited for)."""
