@@ -59,11 +59,13 @@ Failure semantics
   (nothing is replayed), up to ``env_retries`` times; then the episode ends with
   ``termination = "error"``, ``graded = False``, ``reward = None`` and the reason in
   ``error``.  ``close()`` is always called (bounded by ``env_timeout_s``; a failing close
-  is recorded in ``extras["close_errors"]``, it does not fail a finished episode).
-  In-process environments run on a thread of their own, one per attempt
-  (:class:`~rolloutlab.envs._thread.EnvThread`), so one that blocks inside ``async def``
+  is recorded in ``extras["close_errors"]``, it does not fail a finished episode), except
+  after a call that timed out (below).  In-process environments run on a thread of their
+  own, one per running episode (an idle one is kept for a later episode;
+  :class:`~rolloutlab.envs._thread.EnvThread`), so one that blocks inside ``async def``
   (``time.sleep``, a long computation) is cut at ``env_timeout_s`` too, while the other
-  episodes and signal handling go on; classes marked
+  episodes and signal handling go on (its ``close()`` is then not called: the timed-out call
+  still runs there; ``extras["close_errors"]`` says so); classes marked
   :func:`~rolloutlab.envs._thread.async_io_only` (the remote clients) stay on this loop.
 - Policy: an exception, a timeout (``policy_timeout_s``) or a malformed generation is
   retried ``policy_retries`` times with exponential backoff; then the episode ends as an
