@@ -102,9 +102,7 @@ def test_train_with_a_blocking_environment_drops_its_groups_at_the_timeout(tmp_p
                              "logging.tensorboard=false", "env.id=sleepy-guess-v0", "rollout.tasks_per_step=4",
                              "rollout.n=2", "trainer.save_every=0", "trainer.total_steps=2",
                              "rollout.env_timeout_s=1", "algorithm.on_failure=drop"])
-    t0 = time.monotonic()
     train(cfg, tmp_path / "r", progress=False)
-    elapsed = time.monotonic() - t0
     rows = [orjson.loads(x) for s in (1, 2)
             for x in (tmp_path / "r" / "rollouts" / f"step_{s:06d}.jsonl").read_bytes().splitlines()]
     failed = [r for r in rows if r["termination"] == "error"]
@@ -113,7 +111,10 @@ def test_train_with_a_blocking_environment_drops_its_groups_at_the_timeout(tmp_p
         assert r["graded"] is False and r.get("reward") is None
         assert "env.step did not answer within 1s" in r["error"]
         assert r["extras"]["dropped"] == "failed_group_dropped"
-    assert elapsed < 30, f"{elapsed:.1f}s (each blocking step sleeps {BLOCK_S:g}s)"
+    # the collection, not the run (model building and imports take long on a loaded machine)
+    metrics = [orjson.loads(x)["metrics"] for x in (tmp_path / "r" / "metrics.jsonl").read_bytes().splitlines()]
+    rollout_s = [m["timing/rollout_s"] for m in metrics]
+    assert max(rollout_s) < BLOCK_S / 2, f"{rollout_s} (each blocking step sleeps {BLOCK_S:g}s)"
 
 
 # eval in a child process whose environment blocks in a C call that releases the GIL and never
