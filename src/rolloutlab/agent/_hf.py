@@ -7,6 +7,14 @@ prompts left-padded, positions counted from each row's first real token, a key/v
 one forward per new token for the whole batch.  This is what makes hundreds of episodes per
 training step cheap on a CPU.
 
+Sampling randomness is per draw, not per batch: a request with a ``sample_key`` (the agent
+loop sets ``"{traj_id}/{turn}"``) samples from uniforms of a ``torch.Generator`` seeded with
+``(seed, sample_key)``, by inverse CDF (:func:`inverse_cdf`), so its reply does not depend on
+which batch it landed in, its row there, or the order in which episodes asked.  Batches are
+still gathered as if environments ran on the event loop (the flusher waits for environment
+calls running on threads, :func:`~rolloutlab.envs._thread.env_calls_in_flight`) and ordered
+by key, so that even the floating-point rounding of a batched forward repeats.
+
 Sampled ids and their log-probabilities come back unchanged (token-out).  The log-probability
 is that of the distribution actually sampled from: ``log_softmax(logits / temperature)`` with
 the tokenizer's ``suppress_ids`` masked out, the same quantity the trainer recomputes
@@ -23,6 +31,7 @@ nothing is downloaded.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,9 +49,10 @@ from rolloutlab.agent._tokenizers import (
     save_tokenizer,
 )
 from rolloutlab.agent._types import ChatTokenizer, FinishReason, GenerateRequest, Generation
+from rolloutlab.envs._thread import env_calls_in_flight, env_calls_settled
 from rolloutlab.errors import PromptTooLong, RolloutlabError
 
-__all__ = ["HFPolicy", "TinyModelConfig", "save_model", "tiny_model", "token_logprobs"]
+__all__ = ["HFPolicy", "TinyModelConfig", "draw_seed", "inverse_cdf", "save_model", "tiny_model", "token_logprobs"]
 
 
 def tiny_model(vocab_size: int, *, seed: int, shape: TinyModelConfig | None = None) -> Any:
@@ -132,6 +142,25 @@ def token_logprobs(
     return out, ent
 
 
+def draw_seed(seed: int, sample_key: str) -> int:
+    """The seed of one draw's generator: a hash of the policy's seed and the draw's key
+    (63 bits, a valid ``manual_seed``); stable across processes and platforms."""
+    digest = hashlib.blake2b(f"{seed}/{sample_key}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") & 0x7FFF_FFFF_FFFF_FFFF
+
+
+def inverse_cdf(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """Per row, the index ``i`` with ``cdf[i-1] <= u * total < cdf[i]``: a sample of the
+    (unnormalised) ``probs (n, V)`` given a uniform ``u (n,)`` in ``[0, 1)``.  Ids of zero
+    probability are never chosen (``u * total`` rounding up to the total takes the last id
+    of positive probability).  The cumulative sum is in float64."""
+    cdf = probs.double().cumsum(-1)
+    x = (u.double() * cdf[:, -1]).unsqueeze(-1)
+    idx = torch.searchsorted(cdf, x, right=True).squeeze(-1)
+    last = probs.shape[-1] - 1 - (probs > 0).flip(-1).long().argmax(-1)
+    return torch.minimum(idx, last)
+
+
 @dataclass
 class _Pending:
     request: GenerateRequest
@@ -143,9 +172,11 @@ class HFPolicy:
 
     ``model`` is a ``transformers`` causal LM (or a PEFT-wrapped one); ``tokenizer`` a
     :class:`ChatTokenizer`.  The trainer shares the same ``model`` object, so an update is
-    visible to the next batch; ``policy_version`` is stamped on every generation.  Sampling
-    uses its own ``torch.Generator``: :meth:`reseed` makes a training step's rollouts a pure
-    function of (seed, step), which keeps resumed runs identical to uninterrupted ones.
+    visible to the next batch; ``policy_version`` is stamped on every generation.  Each draw
+    with a ``sample_key`` has a generator of its own, seeded from ``(seed, sample_key)``; one
+    without draws from the policy's shared ``generator``.  :meth:`reseed` sets both, which
+    makes a training step's rollouts a pure function of (seed, step) and keeps resumed runs
+    identical to uninterrupted ones.
     """
 
     def __init__(
@@ -169,7 +200,9 @@ class HFPolicy:
         vocab = int(model.get_output_embeddings().weight.shape[0])
         self.suppress = suppress_mask(tokenizer, vocab, self.device)
         self.pad_id = int(getattr(tokenizer, "pad_token_id", tokenizer.eos_token_id))
-        self.generator = torch.Generator(device=self.device)
+        self.seed = seed
+        """Seeds every draw with a ``sample_key`` (:func:`draw_seed`)."""
+        self.generator = torch.Generator()  # on the CPU: uniforms are drawn there, then moved
         self.generator.manual_seed(seed)
         import inspect
 
@@ -214,6 +247,7 @@ class HFPolicy:
         return cls(model, tok, name=name or f"hf:{p.name}", seed=seed, max_batch=max_batch)
 
     def reseed(self, seed: int) -> None:
+        self.seed = seed
         self.generator.manual_seed(seed)
 
     def after_save(self, checkpoint: Path) -> None:
@@ -235,11 +269,22 @@ class HFPolicy:
         # let every episode that is about to ask reach generate(): stop waiting once a pass
         # of the event loop brings nobody new
         # (three quiet passes: an episode's way back to generate() crosses a few awaits)
+        # (environment calls on threads are waited for: the batch then holds the episodes it
+        # would if they ran on the loop, at most env_timeout_s longer when one blocks; rows are
+        # ordered by sample_key, not by which thread finished first, so that the batched
+        # forward's rounding repeats too)
         seen, quiet = -1, 0
-        while quiet < 3 and len(self._pending) < self.max_batch:
+        while True:
+            if env_calls_in_flight():  # first: a batch never closes while one runs (max_batch or not)
+                await env_calls_settled()
+                quiet = 0
+                continue
+            if quiet >= 3 or len(self._pending) >= self.max_batch:
+                break
             quiet = quiet + 1 if len(self._pending) == seen else 0
             seen = len(self._pending)
             await asyncio.sleep(0)
+        self._pending.sort(key=lambda p: p.request.sample_key or "")  # stable: keyless rows keep their order
         while self._pending:
             batch, self._pending = self._pending[: self.max_batch], self._pending[self.max_batch :]
             # a prompt that cannot fit fails its own episode, before any tensor is allocated
@@ -331,6 +376,7 @@ class HFPolicy:
         done = torch.zeros(n, dtype=torch.bool, device=dev)
         eos = int(self.tok.eos_token_id)
         last_pos = pos[:, -1]
+        u = self._uniforms(requests, max_new).to(dev)  # (n, max_new): row i's draw for its token t
         for t in range(max_new):
             x = logits.float() / safe_t
             if self.suppress is not None:
@@ -339,7 +385,7 @@ class HFPolicy:
             probs = logp_all.exp()
             if bool((top_p < 1).any()):
                 probs = _top_p_filter(probs, top_p)
-            sampled = torch.multinomial(probs, 1, generator=self.generator).squeeze(-1)
+            sampled = inverse_cdf(probs, u[:, t])
             tok = torch.where(greedy, logp_all.argmax(-1), sampled)
             lp = logp_all.gather(-1, tok.unsqueeze(-1)).squeeze(-1)
             live = ~done
@@ -377,6 +423,21 @@ class HFPolicy:
             )
         self.gen_seconds += time.perf_counter() - t0
         return gens
+
+    def _uniforms(self, requests: Sequence[GenerateRequest], width: int) -> torch.Tensor:
+        """``(n, width)`` float64 uniforms on the CPU.  A keyed row draws exactly its own
+        ``max_tokens`` from its own generator (the same numbers whatever the batch's widest
+        row); a keyless row draws from the shared generator, in row order."""
+        u = torch.zeros((len(requests), width), dtype=torch.float64)
+        for i, r in enumerate(requests):
+            k = min(width, max(1, r.max_tokens))
+            if r.sample_key is None:
+                g = self.generator
+            else:
+                g = torch.Generator()
+                g.manual_seed(draw_seed(self.seed, r.sample_key))
+            u[i, :k] = torch.rand(k, generator=g, dtype=torch.float64)
+        return u
 
     async def close(self) -> None:
         for p in self._pending:

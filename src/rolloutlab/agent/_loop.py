@@ -59,7 +59,14 @@ Failure semantics
   (nothing is replayed), up to ``env_retries`` times; then the episode ends with
   ``termination = "error"``, ``graded = False``, ``reward = None`` and the reason in
   ``error``.  ``close()`` is always called (bounded by ``env_timeout_s``; a failing close
-  is recorded in ``extras["close_errors"]``, it does not fail a finished episode).
+  is recorded in ``extras["close_errors"]``, it does not fail a finished episode), except
+  after a call that timed out (below).  In-process environments run on a thread of their
+  own, one per running episode (an idle one is kept for a later episode;
+  :class:`~rolloutlab.envs._thread.EnvThread`), so one that blocks inside ``async def``
+  (``time.sleep``, a long computation) is cut at ``env_timeout_s`` too, while the other
+  episodes and signal handling go on (its ``close()`` is then not called: the timed-out call
+  still runs there; ``extras["close_errors"]`` says so); classes marked
+  :func:`~rolloutlab.envs._thread.async_io_only` (the remote clients) stay on this loop.
 - Policy: an exception, a timeout (``policy_timeout_s``) or a malformed generation is
   retried ``policy_retries`` times with exponential backoff; then the episode ends as an
   error as above.  Every failed call is listed in ``extras["policy_errors"]``, also when a
@@ -112,6 +119,7 @@ from rolloutlab.envs import (
     observation_text,
     termination_of,
 )
+from rolloutlab.envs._thread import ASYNC_IO_ONLY, EnvThread
 from rolloutlab.errors import PromptTooLong
 from rolloutlab.outcomes import rule_for_range
 from rolloutlab.schema import ToolCall, Trajectory, Turn
@@ -287,10 +295,14 @@ class _Episode:
     """Runs one attempt of one episode; the caller owns retries and the record."""
 
     def __init__(self, env: Env, policy: Policy, task: Task, seed: int | None, config: LoopConfig,
-                 prefix: ReplayPrefix | None = None) -> None:
+                 prefix: ReplayPrefix | None = None, *, key: str, thread: EnvThread | None) -> None:
         self.env, self.policy, self.task, self.seed, self.config = env, policy, task, seed, config
         self.prefix = prefix
         self.sample_seed = prefix.sample_seed if prefix is not None and prefix.sample_seed is not None else seed
+        self.key = key
+        """The episode's id: each turn's draw is ``GenerateRequest.sample_key = f"{key}/{turn}"``."""
+        self.thread = thread
+        """Where the environment's coroutines run (``None``: on this loop)."""
         spec: EnvSpec = env.spec
         self.max_turns = config.max_turns or spec.max_turns
         self.parser_name = config.parser or spec.action_format
@@ -301,7 +313,7 @@ class _Episode:
     async def _env(self, what: str, coro: Any) -> Any:
         try:
             async with asyncio.timeout(self.config.env_timeout_s):  # no extra task, unlike wait_for
-                return await coro
+                return await (coro if self.thread is None else self.thread.run(coro))
         except TimeoutError:
             raise _EnvFailure(f"env.{what} did not answer within {self.config.env_timeout_s:g}s") from None
         except _EnvFailure:
@@ -356,6 +368,7 @@ class _Episode:
                     messages=tuple(history), prompt_ids=st.tokens.prompt() if st.tokens else None,
                     max_tokens=self.config.max_tokens_per_turn, temperature=self.config.temperature,
                     top_p=self.config.top_p, tools=self.tools, seed=_turn_seed(self.sample_seed, t),
+                    sample_key=f"{self.key}/{t}",
                     available_actions=tuple(admissible) if admissible is not None else None,
                 )
                 gen = await self._generate(request)
@@ -519,8 +532,11 @@ async def run_episode(
         except Exception as e:
             attempt_errors.append(f"env factory raised {type(e).__name__}: {_clean(str(e))[:300]}")
             continue
+        # in-process environment code runs on a thread of its own: one that blocks cannot
+        # hold this loop (timeouts, other episodes, signals) past env_timeout_s
+        thread = None if type(env) in ASYNC_IO_ONLY else EnvThread.lease()
         try:
-            runner = _Episode(env, policy, task, seed, config, prefix)
+            runner = _Episode(env, policy, task, seed, config, prefix, key=traj_id, thread=thread)
             env_id = env.spec.id
             await runner.run()
             error = None
@@ -532,11 +548,19 @@ async def run_episode(
             error = str(e)
             break
         finally:
-            try:
-                async with asyncio.timeout(config.env_timeout_s):
-                    await env.close()
-            except Exception as e:  # recorded: a close failure does not undo the episode
-                close_errors.append(f"{type(e).__name__}: {_clean(str(e))[:200]}")
+            if thread is not None and not await thread.settled(min(1.0, config.env_timeout_s)):
+                # a call that timed out is still running there: closing it from here would race
+                # with that call, and would queue behind it for another env_timeout_s
+                close_errors.append("close not called: an environment call that timed out is still running "
+                                    "(its thread is abandoned)")
+            else:
+                try:
+                    async with asyncio.timeout(config.env_timeout_s):
+                        await (env.close() if thread is None else thread.run(env.close()))
+                except Exception as e:  # recorded: a close failure does not undo the episode
+                    close_errors.append(f"{type(e).__name__}: {_clean(str(e))[:200]}")
+            if thread is not None:
+                thread.release()  # a blocked thread is abandoned (daemon): Python cannot stop it
     else:
         error = f"environment failed {_times(len(attempt_errors))}; last: {attempt_errors[-1]}" if attempt_errors else error
     return _episode(runner, config, task=task, seed=seed, step=step, traj_id=traj_id, group_id=group_id,

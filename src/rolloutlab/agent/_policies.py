@@ -117,30 +117,36 @@ class ScriptedPolicy:
 class RandomPolicy:
     """A uniformly random admissible action when the environment lists them
     (``GenerateRequest.available_actions``), else a random word of the last observation;
-    with a tokenizer and ``vocab_size``, random token ids ending with EOS."""
+    with a tokenizer and ``vocab_size``, random token ids ending with EOS.
+
+    A request with a ``sample_key`` draws from ``random.Random(f"{seed}/{sample_key}")``, so
+    its answer does not depend on the order in which episodes asked; one without draws from
+    the policy's shared generator."""
 
     def __init__(self, *, seed: int = 0, parser: str = "text", tokenizer: ChatTokenizer | None = None,
                  vocab_size: int | None = None) -> None:
         if tokenizer is not None and not vocab_size:
             raise RolloutlabError("RandomPolicy with a tokenizer needs vocab_size")
         self.name = "random"
+        self.seed = seed
         self.rng = random.Random(seed)
         self.parser, self.tokenizer, self.vocab_size = parser, tokenizer, vocab_size
 
     async def generate(self, request: GenerateRequest) -> Generation:
+        rng = self.rng if request.sample_key is None else random.Random(f"{self.seed}/{request.sample_key}")
         if self.tokenizer is not None and self.vocab_size:
-            n = self.rng.randint(0, max(0, request.max_tokens - 1))
-            ids = [self.rng.randrange(self.vocab_size) for _ in range(n)]
+            n = rng.randint(0, max(0, request.max_tokens - 1))
+            ids = [rng.randrange(self.vocab_size) for _ in range(n)]
             ids.append(self.tokenizer.eos_token_id)
             return Generation(text=self.tokenizer.decode(ids), token_ids=tuple(ids),
                               logprobs=tuple(-math.log(self.vocab_size) for _ in ids),
                               finish_reason="stop")
         if request.available_actions:
-            action = self.rng.choice(list(request.available_actions))
+            action = rng.choice(list(request.available_actions))
         else:
             last = next((str(m["content"]) for m in reversed(request.messages) if m["role"] != "assistant"), "")
             words = last.split() or ["noop"]
-            action = self.rng.choice(words)
+            action = rng.choice(words)
         return Generation(text=format_action(self.parser, action), token_ids=None, logprobs=None, finish_reason="stop")
 
     async def close(self) -> None:

@@ -51,6 +51,12 @@ class GenerateRequest:
     """OpenAI tool schemas offered to the model."""
     stop: tuple[str, ...] = ()
     seed: int | None = None
+    """Sent to endpoints that take one (derived from the environment's seed and the turn)."""
+    sample_key: str | None = None
+    """Names this draw: ``"{traj_id}/{turn}"`` (set by the agent loop).  A local sampler
+    seeds the draw from its own seed and this key, so a reply does not depend on which
+    batch it landed in, its row there, or the order in which episodes asked; ``None``: the
+    policy's shared generator (order-dependent)."""
     available_actions: tuple[str, ...] | None = None
     """Admissible actions the environment listed for this state (``Info.available_actions``),
     for policies that choose among them (random, scripted); ``None`` when it lists none."""

@@ -2,12 +2,18 @@
 
 ``asyncio.timeout`` fires only at an ``await``: an environment whose ``step`` blocks
 (``time.sleep``, a long computation, a C call) inside ``async def`` would freeze the loop
-that runs it, and with it every timeout, every other session and ``/health``.  An
-:class:`EnvThread` gives the environment its own event loop on its own (daemon) thread, so
-the caller's loop only awaits a future: its timeouts fire, other work goes on, signals are
-handled.  What a blocking environment still costs: the blocked thread (and the memory it
-holds) stays until the call returns; Python cannot stop a thread, so the session is
-answered with a timeout and its later calls queue behind the blocked one.
+that runs it, and with it every timeout, every other episode or session, ``/health`` and
+the handling of SIGINT / SIGTERM.  An :class:`EnvThread` gives the environment its own event
+loop on its own (daemon) thread, so the caller's loop only awaits a future: its timeouts
+fire, other work goes on, signals are handled.  ``env serve`` runs each session this way, and
+the agent loop each in-process environment (one thread per running episode).
+
+What a blocking environment still costs: the blocked thread (and the memory it holds) stays
+until the call returns; Python cannot stop a thread, so the caller is answered with a timeout
+and the environment is abandoned (a daemon thread does not hold up the process's exit).
+Each thread's loop holds three file descriptors (its selector and wake-up socket pair) while
+it runs.  Environment classes that only await network I/O (the remote clients) are marked
+:func:`async_io_only` and stay on the caller's loop.
 """
 
 from __future__ import annotations
@@ -15,12 +21,64 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import time
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-__all__ = ["EnvThread"]
+__all__ = ["ASYNC_IO_ONLY", "EnvThread", "async_io_only", "env_calls_in_flight", "env_calls_settled"]
+
+ASYNC_IO_ONLY: set[type] = set()
+"""Environment classes that never block their event loop (only ``await`` I/O): the agent loop
+runs them on its own loop, without a thread each."""
+
+C = TypeVar("C", bound=type)
+
+
+def async_io_only(cls: C) -> C:
+    """Class decorator: instances of ``cls`` only await I/O and never block (see :data:`ASYNC_IO_ONLY`)."""
+    ASYNC_IO_ONLY.add(cls)
+    return cls
+
+
+_IN_FLIGHT: dict[int, int] = {}
+"""Calls awaited on environment threads, per calling event loop (by ``id``; an entry is
+removed when its count returns to 0, so a later loop with the same ``id`` starts clean)."""
+_SETTLED: dict[int, list[asyncio.Future[None]]] = {}
+"""Per calling event loop: who waits for its count to return to 0."""
+
+
+def env_calls_in_flight() -> int:
+    """How many environment calls the running event loop awaits on threads.  A batching
+    policy waits for them before it samples, so that a batch holds the episodes it would hold
+    if the environments ran on the loop itself, whatever the threads' timing."""
+    return _IN_FLIGHT.get(id(asyncio.get_running_loop()), 0)
+
+
+async def env_calls_settled() -> None:
+    """Return once the running event loop awaits no environment call on a thread."""
+    loop = asyncio.get_running_loop()
+    if _IN_FLIGHT.get(id(loop), 0):
+        fut: asyncio.Future[None] = loop.create_future()
+        _SETTLED.setdefault(id(loop), []).append(fut)
+        await fut
+
+
+def _leave(key: int) -> None:
+    _IN_FLIGHT[key] -= 1
+    if not _IN_FLIGHT[key]:
+        del _IN_FLIGHT[key]
+        for fut in _SETTLED.pop(key, []):
+            if not fut.done():
+                fut.set_result(None)
+
+
+_IDLE: list[EnvThread] = []
+"""Threads whose environment was closed, kept for the next episode (a thread and an event
+loop cost a few hundred microseconds to make; a training step runs hundreds of episodes)."""
+_IDLE_MAX = 256
+_IDLE_LOCK = threading.Lock()
 
 
 class EnvThread:
@@ -28,6 +86,8 @@ class EnvThread:
 
     def __init__(self, name: str = "env") -> None:
         self._loop = asyncio.new_event_loop()
+        self._lock = threading.Lock()
+        self._calls = 0  # submitted and not yet returned on the thread (a timed-out call included)
         self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
         self._thread.start()
 
@@ -40,7 +100,56 @@ class EnvThread:
     async def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """The result of ``coro`` run on this thread's loop; cancelling the caller (a timeout)
         cancels it there at its next ``await``."""
-        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self._loop))
+        key = id(asyncio.get_running_loop())
+        _IN_FLIGHT[key] = _IN_FLIGHT.get(key, 0) + 1
+        with self._lock:
+            self._calls += 1
+        try:
+            return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._counted(coro), self._loop))
+        finally:
+            _leave(key)
+
+    async def _counted(self, coro: Coroutine[Any, Any, T]) -> T:
+        try:
+            return await coro
+        finally:
+            with self._lock:
+                self._calls -= 1
+
+    @property
+    def busy(self) -> bool:
+        """A call is still running on the thread (also one whose caller gave up at a timeout):
+        the environment must not be used, not even closed, from elsewhere."""
+        with self._lock:
+            return self._calls > 0
+
+    async def settled(self, within_s: float) -> bool:
+        """Wait up to ``within_s`` for the calls on the thread to return (a cancelled ``async``
+        call ends at its next ``await``, a blocked one does not); whether none is left."""
+        deadline = time.monotonic() + within_s
+        while self.busy and time.monotonic() < deadline:
+            await asyncio.sleep(0.002)
+        return not self.busy
+
+    @classmethod
+    def lease(cls) -> EnvThread:
+        """An idle thread from an earlier environment, or a new one; give it back with :meth:`release`."""
+        with _IDLE_LOCK:
+            while _IDLE:
+                t = _IDLE.pop()
+                if t.alive:
+                    return t
+        return cls("env")
+
+    def release(self) -> None:
+        """Keep this thread for the next :meth:`lease` if nothing runs on it, else stop it
+        (a blocked one is abandoned)."""
+        if not self.busy and self.alive:
+            with _IDLE_LOCK:
+                if len(_IDLE) < _IDLE_MAX:
+                    _IDLE.append(self)
+                    return
+        self.stop()
 
     def stop(self) -> None:
         """Stop the loop once whatever it runs returns (a blocked call is not waited for)."""

@@ -47,6 +47,7 @@ from rolloutlab.envs._core import (
     Task,
     ToolInvocation,
 )
+from rolloutlab.envs._thread import async_io_only
 from rolloutlab.envs.remote._client import RemoteEnvError
 from rolloutlab.envs.remote._wire import MalformedResponse
 from rolloutlab.io import RolloutlabError
@@ -136,6 +137,7 @@ def _text_of(payload: Any) -> str | None:
     return None
 
 
+@async_io_only  # only awaits HTTP: runs on the agent loop's own event loop, no thread
 class AgentGymEnv:
     """One environment on an AgentGym server."""
 

@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 
 from rolloutlab.envs._core import Action, EnvSpec, Observation, StepResult, Task
+from rolloutlab.envs._thread import async_io_only
 from rolloutlab.envs.remote._wire import (
     MalformedResponse,
     action_to_json,
@@ -44,6 +45,7 @@ def _check(r: httpx.Response, what: str) -> Any:
     return payload
 
 
+@async_io_only  # only awaits HTTP: runs on the agent loop's own event loop, no thread
 class RolloutlabRemoteEnv:
     """One session on a rolloutlab environment server."""
 

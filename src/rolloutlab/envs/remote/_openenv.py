@@ -51,6 +51,7 @@ from rolloutlab.envs._core import (
     Task,
     ToolInvocation,
 )
+from rolloutlab.envs._thread import async_io_only
 from rolloutlab.envs.remote._client import RemoteEnvError
 from rolloutlab.envs.remote._wire import MalformedResponse, info_from_json, messages_from_json
 
@@ -92,6 +93,7 @@ def _messages(obs: dict[str, Any], where: str, *, call: ToolInvocation | None = 
     return ({"role": "user", "content": orjson.dumps(obs).decode()},)
 
 
+@async_io_only  # only awaits HTTP: runs on the agent loop's own event loop, no thread
 class OpenEnvClientEnv:
     """One OpenEnv WebSocket session."""
 
