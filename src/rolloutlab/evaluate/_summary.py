@@ -61,16 +61,9 @@ def invalid_action_rate(trajs: Sequence[Trajectory]) -> float | None:
 
 def _length_cut_rate(trajs: Sequence[Trajectory], max_tokens: int) -> float | None:
     """:func:`rolloutlab.outcomes.length_cut_rate` over every turn: its token count, else the
-    finish reason the agent loop recorded for it (``extras["finish_reasons"]``, turn by turn)."""
-    tokens: list[int | None] = []
-    reasons: list[str | None] = []
-    for t in trajs:
-        fr = t.extras.get("finish_reasons")
-        fr = fr if isinstance(fr, list) else []
-        for i, tu in enumerate(t.turns):
-            tokens.append(tu.tokens)
-            reasons.append(str(fr[i]) if i < len(fr) and fr[i] is not None else None)
-    return length_cut_rate(tokens, max_tokens, reasons)
+    turn's ``finish_reason``."""
+    turns = [tu for t in trajs for tu in t.turns]
+    return length_cut_rate([tu.tokens for tu in turns], max_tokens, [tu.finish_reason for tu in turns])
 
 
 def _figures(trajs: Sequence[Trajectory], solved: Sequence[bool | None]) -> dict[str, float]:
