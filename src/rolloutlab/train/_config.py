@@ -562,17 +562,19 @@ def _parse_value(text: str) -> Any:
         return text
 
 
-def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
-    """Apply ``a.b.c=value`` overrides to nested plain data (copied)."""
+def apply_overrides(data: dict[str, Any], overrides: Sequence[str], cls: type | None = None, *,
+                    example: str = "algorithm.adv_estimator=rloo") -> dict[str, Any]:
+    """Apply ``a.b.c=value`` overrides to nested plain data (copied); the keys are checked
+    against ``cls``'s settings (:class:`TrainConfig` unless given)."""
     import copy
 
     out = copy.deepcopy(data)
-    valid = config_keys(TrainConfig)
+    valid = config_keys(cls or TrainConfig)
     for ov in overrides:
         key, eq, raw = ov.partition("=")
         key = key.strip()
         if not eq or not key:
-            raise ConfigError(f"override {ov!r} is not key=value (e.g. algorithm.adv_estimator=rloo)")
+            raise ConfigError(f"override {ov!r} is not key=value (e.g. {example})")
         parts = key.split(".")
         # env.kwargs.X and other dict-valued fields take free sub-keys
         node: Any = out

@@ -20,9 +20,9 @@ from rolloutlab.train._config import (
     ConfigError,
     ModelConfig,
     _build,
-    _parse_value,
     _to_dict,
     _unknown,
+    apply_overrides,
     config_keys,
     resolve_preset,
 )
@@ -97,26 +97,6 @@ class SFTConfig:
         return out
 
 
-def _apply(data: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
-    import copy
-
-    out = copy.deepcopy(data)
-    valid = config_keys(SFTConfig)
-    for ov in overrides:
-        key, eq, raw = ov.partition("=")
-        key = key.strip()
-        if not eq or not key:
-            raise ConfigError(f"override {ov!r} is not key=value (e.g. lr=4e-5)")
-        if key not in valid:
-            raise _unknown(key, valid, "overrides")
-        node: Any = out
-        parts = key.split(".")
-        for p in parts[:-1]:
-            node = node.setdefault(p, {})
-        node[parts[-1]] = _parse_value(raw)
-    return out
-
-
 def _check_keys(data: Mapping[str, Any], prefix: str, valid: Sequence[str], source: str) -> None:
     for k, v in data.items():
         key = prefix + str(k)
@@ -143,6 +123,6 @@ def load_sft_config(path: str | Path | None, overrides: Sequence[str] = ()) -> S
         if not isinstance(loaded or {}, dict):
             raise InputError("a config file must be a mapping", path=p)
         data = loaded or {}
-    merged = _apply(data, overrides)
+    merged = apply_overrides(data, overrides, SFTConfig, example="lr=4e-5")
     _check_keys(merged, "", config_keys(SFTConfig), source)
     return typing.cast(SFTConfig, _build(SFTConfig, merged, prefix="", source=source))
