@@ -49,7 +49,7 @@ from rolloutlab.agent._tokenizers import (
     save_tokenizer,
 )
 from rolloutlab.agent._types import ChatTokenizer, FinishReason, GenerateRequest, Generation
-from rolloutlab.envs._thread import env_calls_in_flight, env_calls_settled
+from rolloutlab.envs import env_calls_in_flight, env_calls_settled
 from rolloutlab.errors import PromptTooLong, RolloutlabError
 
 __all__ = ["HFPolicy", "TinyModelConfig", "draw_seed", "inverse_cdf", "save_model", "tiny_model", "token_logprobs"]

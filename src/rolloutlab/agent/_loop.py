@@ -106,9 +106,11 @@ from rolloutlab.agent._settings import LoopConfig
 from rolloutlab.agent._tokens import TokenTrack, turn_tokens
 from rolloutlab.agent._types import Episode, GenerateRequest, Generation, Policy, TokenSample
 from rolloutlab.envs import (
+    ASYNC_IO_ONLY,
     Action,
     Env,
     EnvSpec,
+    EnvThread,
     Info,
     Message,
     Observation,
@@ -119,7 +121,6 @@ from rolloutlab.envs import (
     observation_text,
     termination_of,
 )
-from rolloutlab.envs._thread import ASYNC_IO_ONLY, EnvThread
 from rolloutlab.errors import PromptTooLong
 from rolloutlab.outcomes import rule_for_range
 from rolloutlab.schema import ToolCall, Trajectory, Turn

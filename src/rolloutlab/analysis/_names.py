@@ -141,6 +141,10 @@ FAMILIES: tuple[Family, ...] = (
     _f("response_length", (_LENGTH, _RESPONSE), (_RESPONSE, {"tokens", "num"}),
        none={"prompt", "total", "clip", "terminated", "time", "throughput"}),
     _f("tokens", ({"tokens"}, {"num", "total", "sum", "count", "sampled"}), stat=True),
+    # rolloutlab's perf/update_tokens, perf/padding_share and perf/peak_memory_gb
+    _f("update_tokens", ({"tokens"}, {"update"}), stat=True),
+    _f("padding_share", ({"padding", "pad", "padded"}, _SHARE), stat=True),
+    _f("peak_memory", ({"memory", "mem"}, {"peak", "max", "allocated", "reserved"}), stat=True),
     _f("repetition", ({"repetition", "repeat", "repeated", "repetitive", "repetitions"},)),
     _f("ungraded_rate", ({"ungraded"},), ({"exception", "error", "errors", "ungradable"}, _SHARE)),
     _f("format", ({"format", "formatted"},)),

@@ -39,9 +39,11 @@ from rolloutlab.envs._replay import (
     observation_text,
     replay,
 )
+from rolloutlab.envs._thread import ASYNC_IO_ONLY, EnvThread, env_calls_in_flight, env_calls_settled
 from rolloutlab.envs._tools import ToolResult, call_tool, tool_message, tool_schema
 
 __all__ = [
+    "ASYNC_IO_ONLY",
     "ENVS",
     "Action",
     "ActionFormat",
@@ -49,6 +51,7 @@ __all__ = [
     "CheckResult",
     "Env",
     "EnvSpec",
+    "EnvThread",
     "Info",
     "Message",
     "NotReplayable",
@@ -65,6 +68,8 @@ __all__ = [
     "call_tool",
     "check_env",
     "check_observation",
+    "env_calls_in_flight",
+    "env_calls_settled",
     "get_env_spec",
     "info_to_json",
     "known_envs",
