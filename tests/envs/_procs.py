@@ -23,10 +23,12 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def server(argv: Sequence[str], *, port: int, ready: str = "/health", timeout_s: float = 90.0) -> Iterator[str]:
-    """Run ``python argv...`` (which must bind ``port``); yield its base URL; kill it after."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, *argv], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+def server(argv: Sequence[str], *, port: int, ready: str = "/health", timeout_s: float = 90.0,
+           executable: str = sys.executable, env: dict[str, str] | None = None) -> Iterator[str]:
+    """Run ``executable argv...`` (python by default; it must bind ``port``) with ``env``
+    added to this environment; yield its base URL; kill it after."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    proc = subprocess.Popen([executable, *argv], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + timeout_s

@@ -5,10 +5,7 @@ progress, and a ``transformers serve`` round trip."""
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
 import sys
-import time
 import warnings
 from pathlib import Path
 
@@ -25,6 +22,7 @@ from rolloutlab.agent import (
 )
 from rolloutlab.cli import main
 from rolloutlab.evaluate import EvalConfig, Progress, run_eval
+from tests.envs._procs import free_port, server
 
 ENV = "guess-number-v0"
 SHAPE = TinyModelConfig(hidden_size=16, num_layers=1, num_heads=2, intermediate_size=16, max_positions=512)
@@ -84,12 +82,6 @@ def test_progress_shows_the_running_episodes(tmp_path: Path) -> None:
     assert Progress(checkpoint="policy", total=5).in_flight() == ""
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.slow
 def test_a_checkpoint_served_by_transformers_serve_scores_as_hf(tmp_path: Path) -> None:
     """The checkpoint folder as written, served by ``transformers serve`` offline (chat
@@ -99,38 +91,17 @@ def test_a_checkpoint_served_by_transformers_serve_scores_as_hf(tmp_path: Path) 
     pytest.importorskip("uvicorn")
     pytest.importorskip("openai")  # transformers serve answers with its types
     ck = _checkpoint(tmp_path / "step_000002", max_tokens_per_turn=1, temperature=0.0)
-    port = _free_port()
+    port = free_port()
     cli = Path(sys.executable).parent / "transformers"
-    env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PATH": str(cli.parent)}
-    server = subprocess.Popen([str(cli), "serve", "--host", "127.0.0.1", "--port", str(port), "--device", "cpu",
-                               "--log-level", "warning", str(ck)], env=env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE)
-    try:
-        import httpx
-
-        deadline = time.monotonic() + 90
-        while True:
-            assert server.poll() is None, f"transformers serve exited: {server.stderr.read().decode()[-2000:]}"  # type: ignore[union-attr]
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "transformers serve did not answer /health within 90 s"
-            time.sleep(0.5)
+    offline = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    argv = ["serve", "--host", "127.0.0.1", "--port", str(port), "--device", "cpu", "--log-level", "warning", str(ck)]
+    with server(argv, port=port, executable=str(cli), env=offline, timeout_s=90) as url:
         common = ["eval", "--env", ENV, "--episodes", "6", "--max-turns", "4", "--temperature", "0", "--json"]
         assert main([*common, "--policy", f"hf:{ck}", "--out", str(tmp_path / "hf")]) == 0
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the cap comes from the flag here: it warns about one-token replies
-            assert main([*common, "--max-tokens", "1", "--policy", f"openai:http://127.0.0.1:{port}/v1:{ck}",
+            assert main([*common, "--max-tokens", "1", "--policy", f"openai:{url}/v1:{ck}",
                          "--out", str(tmp_path / "served")]) == 0
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
     hf, served = _summary(tmp_path / "hf"), _summary(tmp_path / "served")
     assert served["success_rate"] == hf["success_rate"] and served["mean_reward"] == hf["mean_reward"]
     # one-token replies: cut at the cap, counted by tokens (hf:) and by finish reason (served)

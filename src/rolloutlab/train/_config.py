@@ -593,27 +593,31 @@ def apply_overrides(data: dict[str, Any], overrides: Sequence[str], cls: type | 
     return out
 
 
+def read_preset(path: str | Path | None) -> tuple[dict[str, Any], str]:
+    """A preset's plain data (YAML file or ``configs/`` name) and its source name for
+    messages; ``path`` None: no data, ``"<defaults>"``."""
+    import yaml
+
+    if path is None:
+        return {}, "<defaults>"
+    p = resolve_preset(path)
+    try:
+        loaded = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        raise InputError(f"not valid YAML: {getattr(e, 'problem', e)}", path=p, line=mark.line + 1 if mark else None) from None
+    if loaded is None:
+        loaded = {}
+    if not isinstance(loaded, dict):
+        raise InputError("a config file must be a mapping of sections", path=p)
+    return loaded, str(p)
+
+
 def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> TrainConfig:
     """A preset file (YAML) plus overrides; ``path`` None: the defaults plus overrides.
 
     ``path`` may also be a preset name (``demo``) looked up in the project's ``configs/``."""
-    import yaml
-
-    data: dict[str, Any] = {}
-    source = "<defaults>"
-    if path is not None:
-        p = resolve_preset(path)
-        source = str(p)
-        try:
-            loaded = yaml.safe_load(p.read_text())
-        except yaml.YAMLError as e:
-            mark = getattr(e, "problem_mark", None)
-            raise InputError(f"not valid YAML: {getattr(e, 'problem', e)}", path=p, line=mark.line + 1 if mark else None) from None
-        if loaded is None:
-            loaded = {}
-        if not isinstance(loaded, dict):
-            raise InputError("a config file must be a mapping of sections", path=p)
-        data = loaded
+    data, source = read_preset(path)
     # the file alone may be incomplete (presets leave model.path to the command line)
     merged = apply_overrides(data, overrides)
     return TrainConfig.from_dict(merged, source=source if not overrides else f"{source} + overrides")

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from rolloutlab.io import InputError
 from rolloutlab.train._config import (
     ConfigError,
     ModelConfig,
@@ -24,7 +23,7 @@ from rolloutlab.train._config import (
     _unknown,
     apply_overrides,
     config_keys,
-    resolve_preset,
+    read_preset,
 )
 
 __all__ = ["SFTConfig", "load_sft_config"]
@@ -108,21 +107,7 @@ def _check_keys(data: Mapping[str, Any], prefix: str, valid: Sequence[str], sour
 
 def load_sft_config(path: str | Path | None, overrides: Sequence[str] = ()) -> SFTConfig:
     """A preset (YAML file or ``configs/`` name) plus overrides; ``path`` None: defaults."""
-    import yaml
-
-    data: dict[str, Any] = {}
-    source = "<defaults>"
-    if path is not None:
-        p = resolve_preset(path)
-        source = str(p)
-        try:
-            loaded = yaml.safe_load(p.read_text())
-        except yaml.YAMLError as e:
-            mark = getattr(e, "problem_mark", None)
-            raise InputError(f"not valid YAML: {getattr(e, 'problem', e)}", path=p, line=mark.line + 1 if mark else None) from None
-        if not isinstance(loaded or {}, dict):
-            raise InputError("a config file must be a mapping", path=p)
-        data = loaded or {}
+    data, source = read_preset(path)
     merged = apply_overrides(data, overrides, SFTConfig, example="lr=4e-5")
     _check_keys(merged, "", config_keys(SFTConfig), source)
     return typing.cast(SFTConfig, _build(SFTConfig, merged, prefix="", source=source))
