@@ -4,8 +4,11 @@ tiny model and batch, measured in interleaved rounds (issues 9 and 24).
     pip install 'rolloutlab[bench]'        # trl (checked with trl 1.16.0); torch pinned first
     python benchmarks/bench_train_trl.py [--steps 8] [--warmup 2] [--rounds 4] [--threads 2]
 
-The task: ``guess-number-v0`` cut to one turn (``env.kwargs.max_turns=1``): the prompt
-``<user> 0 7 <eos> <assistant>``, one sampled token, reward 1 when it is the hidden number.
+The task: ``guess-number-v0`` cut to one turn (``env.kwargs.max_turns=1``, and the agent
+loop's cap ``rollout.max_turns=1``: without it an unreadable reply, which the environment does
+not count as a guess, got up to three more turns, i.e. more generation and longer update rows
+than TRL's one completion per prompt): the prompt ``<user> 0 7 <eos> <assistant>``, one
+sampled token, reward 1 when it is the hidden number.
 
 Matched on both sides:
 - the model: rolloutlab's randomly initialised tiny Qwen2 (``tiny_model``, seed 0, the demo's
@@ -61,7 +64,7 @@ def ours(steps: int, warmup: int, threads: int) -> tuple[list[float], bool]:
     from rolloutlab.train import load_config
     from rolloutlab.train._loop import Trainer
 
-    cfg = load_config("demo", ["env.kwargs.max_turns=1", f"rollout.tasks_per_step={TASKS}", f"rollout.n={N}",
+    cfg = load_config("demo", ["env.kwargs.max_turns=1", "rollout.max_turns=1", f"rollout.tasks_per_step={TASKS}", f"rollout.n={N}",
                                f"actor.mini_batches={MINI}", f"trainer.total_steps={steps + warmup}",
                                "trainer.save_every=0", f"trainer.threads={threads}", "logging.progress=false"])
     with tempfile.TemporaryDirectory() as d:

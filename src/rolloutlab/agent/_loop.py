@@ -107,6 +107,7 @@ from rolloutlab.agent._tokens import TokenTrack, turn_tokens
 from rolloutlab.agent._types import Episode, GenerateRequest, Generation, Policy, TokenSample
 from rolloutlab.envs import (
     ASYNC_IO_ONLY,
+    NEVER_BLOCKS,
     Action,
     Env,
     EnvSpec,
@@ -304,6 +305,7 @@ class _Episode:
         """The episode's id: each turn's draw is ``GenerateRequest.sample_key = f"{key}/{turn}"``."""
         self.thread = thread
         """Where the environment's coroutines run (``None``: on this loop)."""
+        self.inline = type(env) in NEVER_BLOCKS
         spec: EnvSpec = env.spec
         self.max_turns = config.max_turns or spec.max_turns
         self.parser_name = config.parser or spec.action_format
@@ -313,6 +315,8 @@ class _Episode:
 
     async def _env(self, what: str, coro: Any) -> Any:
         try:
+            if self.inline:  # a timeout could never fire: the call does not await
+                return await coro
             async with asyncio.timeout(self.config.env_timeout_s):  # no extra task, unlike wait_for
                 return await (coro if self.thread is None else self.thread.run(coro))
         except TimeoutError:

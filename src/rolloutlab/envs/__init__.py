@@ -39,12 +39,20 @@ from rolloutlab.envs._replay import (
     observation_text,
     replay,
 )
-from rolloutlab.envs._thread import ASYNC_IO_ONLY, EnvThread, env_calls_in_flight, env_calls_settled
+from rolloutlab.envs._thread import (
+    ASYNC_IO_ONLY,
+    NEVER_BLOCKS,
+    EnvThread,
+    env_calls_in_flight,
+    env_calls_settled,
+    never_blocks,
+)
 from rolloutlab.envs._tools import ToolResult, call_tool, tool_message, tool_schema
 
 __all__ = [
     "ASYNC_IO_ONLY",
     "ENVS",
+    "NEVER_BLOCKS",
     "Action",
     "ActionFormat",
     "CheckReport",
@@ -75,6 +83,7 @@ __all__ = [
     "known_envs",
     "make_env",
     "missing_requirements",
+    "never_blocks",
     "observation_text",
     "register_env",
     "replay",

@@ -349,13 +349,20 @@ class Updater:
             acc[k] = acc.get(k, 0.0) + v * w
             counts[k] = counts.get(k, 0.0) + w
 
+        # old log-probs: the first mini-batch's are its own first forward (no optimizer step
+        # has run yet: the same weights, the same batch, the same numbers), so only the later
+        # mini-batches need a separate no-grad pass before the first step
         old: dict[tuple[int, int], torch.Tensor] = {}
+        batches: dict[tuple[int, int], Batch] = {}  # collated once, used by every pass
         if not single_update:
             t0 = time.perf_counter()
             with torch.no_grad():
                 for mi, chunks in enumerate(plan):
                     for ci, (chunk, _live) in enumerate(chunks):
-                        b = collate(chunk, self.pad_id, self._device())
+                        batches[mi, ci] = collate(chunk, self.pad_id, self._device())
+                        if mi == 0:
+                            continue
+                        b = batches[mi, ci]
                         lp, _, s0 = self._forward(model, b, with_entropy=False)
                         old[mi, ci] = lp.detach()
                         self._mismatch_metrics(add, lp, b, s0)  # nothing from an idle pass: no tokens
@@ -371,7 +378,8 @@ class Updater:
                 live = self._global(live_local)
                 self.optimizer.zero_grad(set_to_none=True)
                 for ci, (chunk, is_live) in enumerate(chunks):
-                    b = collate(chunk, self.pad_id, self._device())
+                    b = batches[mi, ci] if (mi, ci) in batches else collate(chunk, self.pad_id, self._device())
+                    own_old = single_update or (epoch == 0 and mi == 0)  # old log-probs = this forward's
                     sync = ci == len(chunks) - 1
                     # DDP all-reduces on the last micro-batch only; FSDP reduce-scatters each one
                     ddp = isinstance(model, torch.nn.parallel.DistributedDataParallel)
@@ -389,7 +397,9 @@ class Updater:
                             ent = torch.where(m > 0, ent, torch.zeros_like(ent))
                         if a.check_masks:
                             self.check_masks(chunk, lp.detach(), b, s0)
-                        old_lp = lp.detach() if single_update else torch.where(m > 0, old[mi, ci], torch.zeros_like(lp))
+                        if own_old and not single_update:
+                            old[mi, ci] = lp.detach()  # for the later epochs
+                        old_lp = lp.detach() if own_old else torch.where(m > 0, old[mi, ci], torch.zeros_like(lp))
                         if epoch == 0 and is_live and cfg.rollout.loop.record_tokens:
                             _keep_token_stats(chunk, old_lp, ent, s0)
                         slp = b.sampler_lp[:, s0:]
@@ -431,7 +441,7 @@ class Updater:
                     with torch.no_grad():
                         if ent is not None:
                             add("actor/entropy", float((ent * m).sum() / m.sum().clamp(min=1)), ntok)
-                        if single_update:
+                        if own_old and epoch == 0:
                             self._mismatch_metrics(add, lp.detach(), b, s0)
                 params = [p for p in model.parameters() if p.requires_grad]
                 clip = cfg.optim.grad_clip

@@ -37,6 +37,7 @@ from functools import cache, lru_cache
 
 from rolloutlab.envs._core import Action, EnvSpec, Info, Message, Observation, StepResult, Task
 from rolloutlab.envs._registry import ENVS, register_env
+from rolloutlab.envs._thread import never_blocks
 from rolloutlab.errors import RolloutlabError, UnknownTask
 
 ID = "guess-number-v0"
@@ -104,6 +105,7 @@ def _spec(n: int, max_turns: int) -> EnvSpec:
     tasks=guess_number_tasks,
     has_anchor=True,
 )
+@never_blocks  # short pure computation: runs on the agent loop's own event loop, no thread
 class GuessNumberEnv:
     """Guess a hidden integer in ``0..n-1`` within ``max_turns`` guesses."""
 

@@ -42,6 +42,7 @@ from typing import Any
 
 from rolloutlab.envs._core import Action, Info, Observation, StepResult, Task
 from rolloutlab.envs._registry import register_env
+from rolloutlab.envs._thread import never_blocks
 from rolloutlab.envs.builtin._household_world import (
     CLEANABLE,
     COOLABLE,
@@ -274,6 +275,7 @@ def expert_action(w: World) -> str:
     tasks=tasks,
     has_anchor=True,
 )
+@never_blocks  # short pure computation: runs on the agent loop's own event loop, no thread
 class HouseholdEnv:
     """One ALFWorld-style episode; ``max_steps`` commands at most (then truncated)."""
 

@@ -37,6 +37,7 @@ from typing import Any
 
 from rolloutlab.envs._core import Action, EnvSpec, Info, Observation, StepResult, Task
 from rolloutlab.envs._registry import register_env
+from rolloutlab.envs._thread import never_blocks
 from rolloutlab.envs.builtin._sim import data_path, read_jsonl, resolve_task, seeded_order
 from rolloutlab.envs.retriever import BM25Retriever, HttpRetriever, Retriever, format_passages
 from rolloutlab.errors import InputError
@@ -141,6 +142,7 @@ def tasks(split: str, seed: int) -> list[Task]:
     tasks=tasks,
     requires=("bm25s",),
 )
+@never_blocks  # short pure computation: runs on the agent loop's own event loop, no thread
 class SearchQAEnv:
     """One Search-R1 episode: a question, up to ``max_searches`` searches, one answer."""
 

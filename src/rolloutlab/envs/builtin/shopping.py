@@ -40,6 +40,7 @@ from typing import Any
 
 from rolloutlab.envs._core import Action, Info, Observation, StepResult, Task
 from rolloutlab.envs._registry import register_env
+from rolloutlab.envs._thread import never_blocks
 from rolloutlab.envs.builtin._shopping_reward import webshop_reward
 from rolloutlab.envs.builtin._sim import data_path, read_jsonl, resolve_task, seeded_order
 
@@ -221,6 +222,7 @@ def available_actions(s: Session, clicks: list[str]) -> tuple[str, ...]:
     has_anchor=True,
     requires=("bm25s",),
 )
+@never_blocks  # short pure computation: runs on the agent loop's own event loop, no thread
 class ShoppingEnv:
     """One WebShop episode: find and buy what the instruction asks for."""
 

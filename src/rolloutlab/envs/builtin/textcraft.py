@@ -58,6 +58,7 @@ from typing import Any
 
 from rolloutlab.envs._core import Action, EnvSpec, Info, Observation, StepResult, Task
 from rolloutlab.envs._registry import ENVS, register_env
+from rolloutlab.envs._thread import never_blocks
 from rolloutlab.errors import RolloutlabError, UnknownTask
 
 ID = "textcraft-v0"
@@ -181,6 +182,7 @@ def commands_for(goal: str, rng: random.Random) -> list[str]:
     has_anchor=True,
     requires=("textcraft",),
 )
+@never_blocks  # short pure computation: runs on the agent loop's own event loop, no thread
 class TextCraftEnv:
     """One TextCraft game over the package's shared crafting tree."""
 
