@@ -14,16 +14,24 @@ README.
 ``--runs DIR ...`` also checks real runs (a run directory, or any path ``analyze`` reads)
 exactly as ``rolloutlab analyze`` reports them — held-out evaluations weighed in — and
 prints one row per run: its outcome and every finding at warning or above (a healthy run
-should have none).  ``rolloutlab demo --out D`` with ``seed=1`` / ``seed=2`` overrides
-gives the demo's run over other seeds.
+should have none).  ``--make-runs DIR`` first makes
+those real runs: the demo (``rolloutlab demo``: train, evaluate every checkpoint on the test
+split) for seeds 0, 1 and 2, and every training preset's tiny run (``model.tiny=true``, cut to
+a CPU budget by ``TINY``: few tasks, short replies, few turns and steps; the presets' own
+algorithm, estimator, clip and KL settings kept), then checks them as ``--runs``.
 
     python benchmarks/bench_health.py [--seeds 100] [--conventions verl,trl] [--runs DIR ...]
+    python benchmarks/bench_health.py --seeds 0 --make-runs out/health-runs   # real runs only
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 from rolloutlab.analysis._health_gen import CONVENTIONS, converging_run, recall_false_alarms
 
@@ -51,16 +59,52 @@ def real_runs(paths: list[str]) -> list[str]:
     return rows
 
 
+TINY = ["model.tiny=true", "rollout.tasks_per_step=8", "rollout.n=4", "rollout.max_tokens_per_turn=8",
+        "rollout.max_turns=4", "trainer.total_steps=20", "trainer.save_every=0", "trainer.threads=2",
+        "logging.tensorboard=false", "logging.progress=false"]
+"""A preset's tiny run: its algorithm on the tiny model, cut to about a minute of CPU."""
+
+
+def make_runs(out: Path) -> list[str]:
+    """The demo over three seeds and each preset's tiny run, under ``out``; their paths."""
+    from rich.progress import Progress
+
+    from rolloutlab.train._config import presets_dir
+
+    presets = sorted(q.stem for q in presets_dir().glob("*.yaml") if q.stem != "demo" and not q.stem.startswith("sft"))
+    jobs = [(f"demo-seed{s}", ["demo", "--out", f"{out}/demo-seed{s}", "--no-report", f"seed={s}"]) for s in (0, 1, 2)]
+    jobs += [(p, ["train", p, *TINY, "--out", f"{out}/{p}"]) for p in presets]
+    paths = []
+    with Progress() as bar:
+        task = bar.add_task("runs", total=len(jobs))
+        for name, args in jobs:
+            shutil.rmtree(out / name, ignore_errors=True)
+            bar.update(task, description=name)
+            p = subprocess.run([sys.executable, "-m", "rolloutlab", *args], capture_output=True, text=True, check=False)
+            if p.returncode != 0:
+                raise SystemExit(f"{name} failed (exit {p.returncode}):\n{p.stderr[-2000:]}")
+            # the demo folder holds the run and its store; the run directory is what analyze reads
+            run = out / name / "run" if (out / name / "run").is_dir() else out / name
+            paths.append(str(run))
+            bar.advance(task)
+    return paths
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=100, help="runs per signature and healthy runs, per convention")
     ap.add_argument("--seed0", type=int, default=0)
     ap.add_argument("--conventions", default=",".join(CONVENTIONS), help="comma-separated; default: all")
     ap.add_argument("--runs", nargs="*", default=[], help="real runs to check as analyze reports them")
+    ap.add_argument("--make-runs", metavar="DIR", help="train the demo (3 seeds) and each preset's tiny run here, then check them")
     args = ap.parse_args()
+    if args.make_runs:
+        args.runs = [*args.runs, *make_runs(Path(args.make_runs))]
     if args.runs:
         print("| run | outcome | findings at warning or above |\n|---|---|---|")
         print("\n".join(real_runs(args.runs)) + "\n")
+    if args.seeds == 0:
+        return
     convs = [c.strip() for c in args.conventions.split(",") if c.strip()]
     t0 = time.perf_counter()
     recall, healthy, converging = {}, {}, {}
