@@ -74,9 +74,9 @@ class LabelConfig:
     steps: str | None = None
     """Label only the trajectories of these training steps, ``A-B`` (both included) or ``A``
     (e.g. ``26-30``: a run's last five); the others are copied unlabelled, as with ``--limit``.
-    Not a parameter of the values (:data:`PARAMS`): it picks which trajectories get labels,
-    not what a label is, so a later run with other steps into the same ``--out`` resumes and
-    labels those too."""
+    Not among the settings recorded in ``config.labels.params``: it picks which trajectories
+    get labels, not what a label is, so a later run with other steps into the same ``--out``
+    resumes and labels those too."""
     seed: int = 0
     """Seeds the continuations' and the thoughts' sampling."""
     loop: LoopConfig = field(default_factory=LoopConfig, metadata=INLINE)
