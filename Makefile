@@ -34,14 +34,18 @@ tour: $(STAMP)
 	$(BIN)/rolloutlab report verl-demo --store $(TOUR)/store -o $(TOUR)/report.html --png $(TOUR)/figures
 	@echo "open $(TOUR)/report.html in a browser (offline, self-contained)"
 
-# Act-PRM's loop on the CPU (docs/sft.md): RL briefly -> export the successful trajectories as
-# think-act rows -> SFT the initial tiny model on them -> evaluate the start and the SFT model.
+# Act-PRM's loop on the CPU (docs/sft.md): RL briefly -> label the last five steps' trajectories
+# with Monte-Carlo process rewards under the step-30 policy -> export the steps whose label is 1
+# as think-act rows -> SFT the initial tiny model on them -> evaluate the start and the SFT model.
+# The threshold and the epochs were chosen on the train split (docs/sft.md), not on the test split.
 ACT := out/act-prm
 act-prm: $(STAMP)
 	rm -rf $(ACT)
-	$(BIN)/rolloutlab train demo trainer.total_steps=30 trainer.save_every=10 --out $(ACT)/rl
-	$(BIN)/rolloutlab export $(ACT)/rl --as rejection --threshold 1 --out $(ACT)/best
-	$(BIN)/rolloutlab sft $(ACT)/best sft_tiny --out $(ACT)/sft
+	$(BIN)/rolloutlab train demo trainer.total_steps=30 trainer.save_every=10 trainer.threads=1 --out $(ACT)/rl
+	$(BIN)/rolloutlab label $(ACT)/rl --method mc --n 4 --steps 26-30 --max-tokens 1 --concurrency 256 \
+	  --policy hf:$(ACT)/rl/checkpoints/step_000030 --out $(ACT)/labelled
+	$(BIN)/rolloutlab export $(ACT)/labelled --as rejection --by label --threshold 1 --out $(ACT)/best
+	$(BIN)/rolloutlab sft $(ACT)/best sft_tiny epochs=64 threads=1 --out $(ACT)/sft
 	$(BIN)/rolloutlab eval --env guess-number-v0 --checkpoints $(ACT)/sft/checkpoints --out $(ACT)/sft \
 	  --episodes 128 --samples 2 --max-tokens 1 --concurrency 256 --split test
 

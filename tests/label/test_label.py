@@ -380,3 +380,51 @@ def test_action_prompted_thoughts_see_the_action(tmp_path: Path) -> None:
     (t,) = _labelled(tmp_path / "out")
     lab = t.turns[0].extras["label"] if t.turns[0].extras else {}
     assert lab["action_prompted"] is True and lab["g"] == 2
+
+
+# ---------------------------------------------------------------- --steps
+
+
+def _steps_run(run_dir: Path, path: Path) -> Path:
+    """The evaluation's 10 trajectories as a training run of steps 1, 2 and 3 (4, 3 and 3 of them)."""
+    trajs = [t for f in (run_dir / "eval").glob("*/episodes.jsonl") for _, t in read_trajectories(f)]
+    with RunWriter(path, Run(run_id="steps", name="steps", env="guess-number-v0")) as w:
+        for step, part in ((1, trajs[:4]), (2, trajs[4:7]), (3, trajs[7:])):
+            w.write_step(step, [t.model_copy(update={"step": step}) for t in part])
+    return path
+
+
+def test_steps_labels_only_those_steps_and_resumes_with_others(model_dir: Path, run_dir: Path, tmp_path: Path) -> None:
+    import dataclasses
+
+    run = _steps_run(run_dir, tmp_path / "run")
+    cfg = LabelConfig(run=run, out=tmp_path / "out", method="mc", policy=f"hf:{model_dir}", n=2, steps="2-3",
+                      loop=LoopConfig(max_tokens_per_turn=1))
+    assert run_label(cfg).labelled == 6
+    got = _labelled(tmp_path / "out")
+    assert len(got) == 10  # the others copied, unlabelled
+    assert {t.step for t in got if t.turns[0].extras and "label" in t.turns[0].extras} == {2, 3}
+    assert not any(u.extras and "label" in u.extras for t in got if t.step == 1 for u in t.turns)
+    params = orjson.loads((tmp_path / "out" / "run.json").read_bytes())["config"]["labels"]["params"]
+    assert "steps" not in params  # which trajectories get labels, not what a label is
+    # another range into the same folder resumes: the labelled ones kept, step 1 labelled now
+    before = {t.traj_id: t for t in got if t.step > 1}
+    assert run_label(dataclasses.replace(cfg, steps="1")).labelled == 4
+    after = _labelled(tmp_path / "out")
+    assert len(after) == 10 and all(u.extras and "label" in u.extras for t in after for u in t.turns)
+    assert all(before[t.traj_id] == t for t in after if t.step > 1)
+
+
+def test_bad_steps_are_refused(model_dir: Path, run_dir: Path, tmp_path: Path,
+                               capsys: pytest.CaptureFixture[str]) -> None:
+    from rolloutlab.cli import main
+
+    run = _steps_run(run_dir, tmp_path / "run")
+    for bad in ("30-26", "x", "-3", "5-", ""):
+        with pytest.raises(Exception, match=r"--steps .*expected A-B"):
+            LabelConfig(run=run, policy="random", steps=bad)
+    assert main(["label", str(run), "--policy", "random", "--steps", "7-9", "--out", str(tmp_path / "o")]) == 1
+    err = capsys.readouterr().err
+    assert "no trajectory to label in steps 7-9 (its steps: 1-3)" in err and not (tmp_path / "o").exists()
+    assert main(["label", str(run), "--policy", "random", "--steps", "3-2", "--out", str(tmp_path / "o")]) == 1
+    assert "expected A-B" in capsys.readouterr().err

@@ -92,6 +92,37 @@ def test_rejection_and_preference() -> None:
     assert p["chosen"][-1] == {"role": "assistant", "content": "5"} and p["rejected"][1] == {"role": "user", "content": "lower"}
 
 
+def _labelled() -> list[Trajectory]:
+    """``_trajs`` with process-reward labels on a and b (as ``rolloutlab label`` writes them),
+    chosen so that the steps a label threshold of 0.5 keeps are not those of the successful
+    trajectories: a (solved) opens with a poor step, b (failed) with a good one; c has none."""
+    from rolloutlab.label import apply_labels
+
+    a, b, c = _trajs()
+
+    def lab(v: float | None) -> dict[str, Any]:
+        return {"method": "mc", "value": v, "hard": bool(v)}
+
+    return [apply_labels(a, [lab(0.25), lab(0.5), lab(1.0)]), apply_labels(b, [lab(0.75), lab(None)]), c]
+
+
+def test_rejection_by_label_keeps_steps_not_trajectories() -> None:
+    by_reward, _ = export_rows(_labelled(), ExportOptions(kind="rejection", threshold=0.5))
+    assert [(r["unique_data_sample_id"], r["timestep"]) for r in by_reward] == [("a", 0), ("a", 1), ("a", 2), ("c", 0)]
+    rows, res = export_rows(_labelled(), ExportOptions(kind="rejection", threshold=0.5, by="label"))
+    assert [(r["unique_data_sample_id"], r["timestep"]) for r in rows] == [("a", 1), ("a", 2), ("b", 0)]
+    assert [r["reward"] for r in rows] == [0.5, 1.0, 0.75]  # the label is the row's reward
+    # b's first step kept from a failed episode, with its full state; c (no labels) is not read as 0
+    assert rows[2]["state"] == PROMPT and rows[0]["state"][-1] == {"role": "user", "content": "higher"}
+    assert (res.trajectories, res.skipped_unlabelled, res.skipped_below_threshold, res.skipped_null_labels) == (2, 1, 1, 1)
+    none, res = export_rows(_trajs(), ExportOptions(kind="rejection", threshold=0.0, by="label"))
+    assert none == [] and res.skipped_unlabelled == 3  # an unlabelled run gives nothing, not every row
+    with pytest.raises(RolloutlabError, match=r"--by 'prm' is not one of: reward, label"):
+        ExportOptions(kind="rejection", by="prm")  # type: ignore[arg-type]
+    with pytest.raises(RolloutlabError, match="for --as rejection only"):
+        ExportOptions(kind="think-act", by="label")
+
+
 def _run(tmp_path: Path, trajs: list[Trajectory] | None = None) -> Path:
     d = tmp_path / "run"
     with RunWriter(d, Run(run_id="r", name="r", env="guess-number-v0")) as w:
@@ -285,3 +316,22 @@ def test_cli_export_then_sft(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert "1 steps over 4 rows" in err and "step_000000, step_000001" in err
     assert main(["sft", str(tmp_path / "ex"), "sft_tiny", "lrr=1", "--out", str(tmp_path / "t")]) == 1
     assert "Did you mean 'lr'" in capsys.readouterr().err and not (tmp_path / "t").exists()
+
+
+def test_cli_export_by_label(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from rolloutlab.cli import main
+
+    run = _run(tmp_path, _labelled())
+    assert main(["export", str(run), "--as", "rejection", "--by", "outcome", "--out", str(tmp_path / "x")]) == 1
+    assert "--by 'outcome' is not one of: reward, label" in capsys.readouterr().err and not (tmp_path / "x").exists()
+    assert main(["export", str(run), "--by", "label", "--out", str(tmp_path / "x")]) == 1
+    assert "for --as rejection only" in capsys.readouterr().err
+    assert main(["export", str(run), "--as", "rejection", "--by", "label", "--threshold", "0.5",
+                 "--out", str(tmp_path / "ex")]) == 0
+    assert ("wrote 3 rows from 2 trajectories (0 ungraded left out, 1 unlabelled skipped, 1 steps below label 0.5, "
+            "1 steps without a label value)") in capsys.readouterr().err
+    manifest = json.loads((tmp_path / "ex" / "export.json").read_text())
+    assert (manifest["skipped_unlabelled"], manifest["skipped_null_labels"], manifest["options"]["by"]) == (1, 1, "label")
+    assert "1 unlabelled skipped" in manifest["summary"]

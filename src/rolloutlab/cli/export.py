@@ -1,4 +1,4 @@
-"""``rolloutlab export RUN --as think-act|policy|rejection|preference --out DIR``.
+"""``rolloutlab export RUN --as think-act|policy|rejection|preference [--by reward|label] --out DIR``.
 
 A run directory's trajectories as supervised data in Act-PRM's row layout, written as
 Parquet and as a Hugging Face ``datasets`` folder (``rolloutlab.io.export_run``; docs/sft.md).
@@ -22,21 +22,17 @@ def export(
     gamma: Annotated[float, typer.Option("--gamma", help="Discount of the per-turn returns (return_).")] = 1.0,
     center: Annotated[bool, typer.Option("--center", help="advantage = return_ minus its mean over the batch (step).")] = False,
     hide_observations: Annotated[bool, typer.Option("--hide-observations", help="Hide earlier observations in the state.")] = False,
-    threshold: Annotated[float, typer.Option("--threshold", help="rejection: smallest trajectory reward kept.")] = 1.0,
+    threshold: Annotated[float, typer.Option("--threshold", help="rejection: smallest trajectory reward (--by reward) or step label (--by label) kept.")] = 1.0,
+    by: Annotated[str, typer.Option("--by", help="rejection: reward (whole trajectories by outcome) | label (steps by their process reward from `rolloutlab label`).")] = "reward",
     split: Annotated[str | None, typer.Option("--split", help="Only trajectories of this split (train, val, eval).")] = None,
 ) -> None:
     """Export a run's trajectories as SFT / preference data (Parquet + HF datasets folder)."""
-    from rolloutlab.io import EXPORT_KINDS, ExportOptions, RolloutlabError, export_run
+    from rolloutlab.io import ExportOptions, RolloutlabError, export_run
 
-    if kind not in EXPORT_KINDS:
-        raise RolloutlabError(f"--as {kind!r} is not one of: {', '.join(EXPORT_KINDS)}")
     if not 0.0 <= gamma <= 1.0:
         raise RolloutlabError(f"--gamma must be in [0, 1], got {gamma}")
     opts = ExportOptions(kind=kind, gamma=gamma, center=center, hide_observations=hide_observations,  # type: ignore[arg-type]
-                         threshold=threshold, split=split)
+                         threshold=threshold, by=by, split=split)  # type: ignore[arg-type]
     res = export_run(run, out, opts)
-    left = f"{res.skipped_ungraded} ungraded left out"
-    if kind == "rejection":
-        left += f", {res.skipped_below_threshold} below reward {threshold:g}"
-    err_console.print(f"wrote {res.rows} rows from {res.trajectories} trajectories ({left}) to {out}/ "
-                      "(data.parquet, dataset/, export.json)", highlight=False)
+    err_console.print(f"wrote {res.rows} rows from {res.trajectories} trajectories ({res.left_out(opts)}) "
+                      f"to {out}/ (data.parquet, dataset/, export.json)", highlight=False)

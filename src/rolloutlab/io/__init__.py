@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     )
     from rolloutlab.io._export import (
         EXPORT_KINDS,
+        SELECT_BY,
         ExportOptions,
         ExportResult,
         export_rows,
@@ -48,7 +49,7 @@ _WHERE = {
     **dict.fromkeys(("DiskFull", "IncompleteTail", "InputError", "RecordError", "RolloutlabError", "StoreDamaged",
                      "StoreWarning"), "rolloutlab.errors"),
     **dict.fromkeys(("HealthReport", "check_store", "report_json"), "_health"),
-    **dict.fromkeys(("EXPORT_KINDS", "ExportOptions", "ExportResult", "export_rows", "export_run"), "_export"),
+    **dict.fromkeys(("EXPORT_KINDS", "SELECT_BY", "ExportOptions", "ExportResult", "export_rows", "export_run"), "_export"),
     "pyarrow_without_pandas": "_fastpath",
     "is_archive": "_files",
     **dict.fromkeys(("IngestReport", "SourceReport", "ingest", "supported_formats"), "_ingest"),
@@ -63,6 +64,7 @@ _WHERE = {
 __all__ = [
     "EXPORT_KINDS",
     "MANIFEST",
+    "SELECT_BY",
     "DiskFull",
     "ExportOptions",
     "ExportResult",

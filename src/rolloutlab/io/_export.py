@@ -24,6 +24,15 @@ Rewards: a turn's ``reward`` is its per-turn reward (a ``label``-led run's proce
 or the environment's); a trajectory whose turns carry none gets its final reward on its last
 turn and 0 before (the outcome-reward convention).  Ungraded trajectories are left out and
 counted — an ungraded episode is not a zero.
+
+Rejection sampling selects by the outcome (``by="reward"``: whole trajectories whose reward
+passes) or by the process reward (``by="label"``: the *steps* whose label passes, each with
+its full state).  Selecting steps, not trajectories, is what Act-PRM does: its SFT set is
+``think_act_policy`` rows, one per step, kept by that step's reward (ACTING.md § Act-PRM), so
+a good step of a failed episode is kept and a poor step of a lucky one is not.  A step's
+label is ``extras.label.value`` as ``rolloutlab label`` wrote it; a trajectory without labels
+(outside ``label --steps`` or ``--limit``) is left out and counted, never read as 0, and so is
+a labelled step whose value is null (its continuations all failed, or its reply had no action).
 """
 
 from __future__ import annotations
@@ -40,10 +49,13 @@ from typing import Any, Literal
 from rolloutlab.errors import InputError, RolloutlabError
 from rolloutlab.schema import Trajectory
 
-__all__ = ["EXPORT_KINDS", "ROW_FIELDS", "ExportOptions", "ExportResult", "export_rows", "export_run", "write_rows"]
+__all__ = ["EXPORT_KINDS", "ROW_FIELDS", "SELECT_BY", "ExportOptions", "ExportResult", "export_rows", "export_run",
+           "step_labels", "write_rows"]
 
 ExportKind = Literal["think-act", "policy", "rejection", "preference"]
 EXPORT_KINDS: tuple[str, ...] = ("think-act", "policy", "rejection", "preference")
+SelectBy = Literal["reward", "label"]
+SELECT_BY: tuple[str, ...] = ("reward", "label")
 
 ROW_FIELDS: tuple[str, ...] = (
     "state", "action", "next_obs", "reward", "return_", "advantage", "done", "truncated", "timestep",
@@ -74,9 +86,24 @@ class ExportOptions:
     """Replace every observation in the state but the last (the one the action answers) by
     ``[observation hidden]``, as Act-PRM hides observations from the trained text."""
     threshold: float = 1.0
-    """``rejection``: the smallest trajectory reward kept."""
+    """``rejection``: the smallest trajectory reward (``by="reward"``) or step label
+    (``by="label"``) kept."""
+    by: SelectBy = "reward"
+    """``rejection``: ``reward`` keeps every step of the trajectories whose outcome reward
+    >= ``threshold``; ``label`` keeps the steps whose process-reward label (``rolloutlab
+    label``) >= ``threshold``, Act-PRM's per-step selection (unlabelled ones left out, counted)."""
     split: str | None = None
     """Export only trajectories of this split (``train``, ``val``, ``eval``); None: all."""
+
+    def __post_init__(self) -> None:
+        if self.kind not in EXPORT_KINDS:
+            raise RolloutlabError(f"--as {self.kind!r} is not one of: {', '.join(EXPORT_KINDS)}")
+        if self.by not in SELECT_BY:
+            raise RolloutlabError(f"--by {self.by!r} is not one of: {', '.join(SELECT_BY)} (reward: the trajectory's "
+                                  "outcome; label: each step's process reward from `rolloutlab label`)")
+        if self.by != "reward" and self.kind != "rejection":
+            raise RolloutlabError(f"--by {self.by} selects rows for --as rejection only, not --as {self.kind}; "
+                                  "add --as rejection or drop --by")
 
 
 @dataclass
@@ -89,8 +116,25 @@ class ExportResult:
     """Trajectories that gave rows."""
     skipped_ungraded: int
     skipped_below_threshold: int = 0
+    """``rejection``: trajectories (``by="reward"``) or steps (``by="label"``) under the threshold."""
+    skipped_unlabelled: int = 0
+    """``by="label"``: trajectories without process-reward labels, left out (not read as 0)."""
+    skipped_null_labels: int = 0
+    """``by="label"``: steps of labelled trajectories whose label has no value, left out."""
     options: dict[str, Any] = field(default_factory=dict)
     source: str = ""
+
+    def left_out(self, opts: ExportOptions) -> str:
+        """What was left out, in words (``export.json``'s summary and the command's message)."""
+        text = f"{self.skipped_ungraded} ungraded left out"
+        if opts.kind == "rejection" and opts.by == "label":
+            text += (f", {self.skipped_unlabelled} unlabelled skipped, {self.skipped_below_threshold} steps below "
+                     f"label {opts.threshold:g}")
+            if self.skipped_null_labels:
+                text += f", {self.skipped_null_labels} steps without a label value"
+        elif opts.kind == "rejection":
+            text += f", {self.skipped_below_threshold} below reward {opts.threshold:g}"
+        return text
 
 
 def _messages(t: Trajectory) -> list[dict[str, str]]:
@@ -203,6 +247,15 @@ def preference_rows(trajs: Sequence[Trajectory], tools: str) -> list[dict[str, A
     return rows
 
 
+def step_labels(t: Trajectory) -> list[float | None] | None:
+    """Each turn's process-reward label (``extras.label.value``, None where it has no value),
+    or None when no turn of ``t`` was labelled."""
+    labs = [u.extras.get("label") if u.extras else None for u in t.turns]
+    if all(lab is None for lab in labs):
+        return None
+    return [None if not isinstance(lab, dict) or lab.get("value") is None else float(lab["value"]) for lab in labs]
+
+
 def export_rows(trajs: Iterable[Trajectory], opts: ExportOptions, *, tools: str = "[]") -> tuple[list[dict[str, Any]], ExportResult]:
     """The rows of ``trajs`` (any rolloutlab trajectories) and counts of what was left out."""
     res = ExportResult(out=Path(), rows=0, trajectories=0, skipped_ungraded=0, options=asdict(opts))
@@ -218,6 +271,22 @@ def export_rows(trajs: Iterable[Trajectory], opts: ExportOptions, *, tools: str 
             continue
         if opts.kind == "preference":
             groups[(t.split, t.step, t.group_id or t.traj_id)].append(t)
+            continue
+        if opts.kind == "rejection" and opts.by == "label":
+            labels = step_labels(t)
+            if labels is None:
+                res.skipped_unlabelled += 1
+                continue
+            kept = []
+            for row, value in zip(turn_rows(t, opts, tools), labels, strict=True):
+                if value is None:
+                    res.skipped_null_labels += 1
+                elif value < opts.threshold:
+                    res.skipped_below_threshold += 1
+                else:
+                    kept.append(row)
+            rows.extend(kept)
+            res.trajectories += bool(kept)
             continue
         if opts.kind == "rejection" and t.reward < opts.threshold:
             res.skipped_below_threshold += 1
@@ -301,11 +370,10 @@ def export_run(run: Path, out: Path, opts: ExportOptions) -> ExportResult:
     env = meta.get("env") or next((str(t.extras.get("env_id")) for t in trajs if t.extras.get("env_id")), None)
     rows, res = export_rows(trajs, opts)
     res.out, res.source = out, str(run)
-    summary = (f"{res.trajectories} trajectories, {res.skipped_ungraded} ungraded left out"
-               + (f", {res.skipped_below_threshold} below reward {opts.threshold:g}" if opts.kind == "rejection" else ""))
     manifest = {"kind": opts.kind, "rows": res.rows, "trajectories": res.trajectories,
                 "skipped_ungraded": res.skipped_ungraded, "skipped_below_threshold": res.skipped_below_threshold,
-                "options": asdict(opts), "env": env, "run": meta, "summary": summary,
+                "skipped_unlabelled": res.skipped_unlabelled, "skipped_null_labels": res.skipped_null_labels,
+                "options": asdict(opts), "env": env, "run": meta, "summary": f"{res.trajectories} trajectories, {res.left_out(opts)}",
                 "columns": list(rows[0]) if rows else []}
     write_rows(rows, out, manifest)
     return res

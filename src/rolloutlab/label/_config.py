@@ -21,6 +21,19 @@ PARAMS = ("n", "g", "normalise", "action_prompted", "hard_threshold", "seed", "t
 and required to be the same when a labelling resumes."""
 
 
+def parse_steps(text: str) -> tuple[int, int]:
+    """``"A-B"`` or ``"A"`` as ``(A, B)`` (``(A, A)``): training steps, both included."""
+    first, dash, last = text.strip().partition("-")
+    try:
+        a, b = int(first), int(last) if dash else int(first)
+    except ValueError:
+        a = b = -1
+    if a < 0 or b < a:
+        raise RolloutlabError(f"--steps {text!r}: expected A-B (training steps A to B, both included, 0 <= A <= B) "
+                              "or A (one step), e.g. --steps 26-30")
+    return a, b
+
+
 @dataclass(frozen=True)
 class LabelConfig:
     """Label every step of the trajectories of a run with a process reward."""
@@ -58,6 +71,12 @@ class LabelConfig:
     """Environment id; default: the run's (``run.json``) or the trajectories' ``data_source``."""
     limit: int | None = None
     """Label at most this many trajectories (in file order); the others are copied unlabelled."""
+    steps: str | None = None
+    """Label only the trajectories of these training steps, ``A-B`` (both included) or ``A``
+    (e.g. ``26-30``: a run's last five); the others are copied unlabelled, as with ``--limit``.
+    Not among the settings recorded in ``config.labels.params``: it picks which trajectories
+    get labels, not what a label is, so a later run with other steps into the same ``--out``
+    resumes and labels those too."""
     seed: int = 0
     """Seeds the continuations' and the thoughts' sampling."""
     loop: LoopConfig = field(default_factory=LoopConfig, metadata=INLINE)
@@ -83,8 +102,14 @@ class LabelConfig:
             raise RolloutlabError(f"--n and --g must be >= 1, got {self.n} and {self.g}")
         if self.limit is not None and self.limit < 1:
             raise RolloutlabError(f"--limit must be >= 1, got {self.limit}")
+        if self.steps is not None:
+            parse_steps(self.steps)
         if self.run.resolve() == self.out.resolve():
             raise RolloutlabError(f"--out {self.out} is the run being labelled; choose another folder")
+
+    def step_range(self) -> tuple[int, int] | None:
+        """``--steps`` as ``(first, last)``, both included; None: every step."""
+        return None if self.steps is None else parse_steps(self.steps)
 
     def params(self) -> dict[str, Any]:
         """The settings that decide the values (:data:`PARAMS`) of this method."""
@@ -93,4 +118,4 @@ class LabelConfig:
         return {k: flat[k] for k in PARAMS if k not in skip}
 
 
-__all__ = ["METHODS", "PARAMS", "LabelConfig", "Method"]
+__all__ = ["METHODS", "PARAMS", "LabelConfig", "Method", "parse_steps"]

@@ -82,6 +82,17 @@ def apply_labels(t: Trajectory, labels: list[dict[str, Any]]) -> Trajectory:
     return t.model_copy(update={"turns": turns})
 
 
+def _ranges(steps: list[int]) -> str:
+    """Sorted step numbers as runs, ``"1-30, 40"``."""
+    out: list[str] = []
+    for s in steps:
+        if out and s == int(out[-1].rpartition("-")[2]) + 1:
+            out[-1] = f"{out[-1].partition('-')[0]}-{s}"
+        else:
+            out.append(str(s))
+    return ", ".join(out)
+
+
 def _labels_record(config: LabelConfig, source: Source, model: str) -> dict[str, Any]:
     return {"method": config.method, "model": model, "params": config.params(), "source_run": source.run.run_id}
 
@@ -163,6 +174,13 @@ async def _run(config: LabelConfig, on_progress: Callable[[LabelProgress], None]
     t_start = time.perf_counter()
     source = read_source(config.run, config.env)
     todo = [i for i in source.items if i.labellable]
+    span = config.step_range()
+    if span is not None:
+        todo = [i for i in todo if span[0] <= i.trajectory.step <= span[1]]
+        if not todo:
+            have = sorted({i.trajectory.step for i in source.items})
+            raise RolloutlabError(f"--steps {config.steps}: {config.run} has no trajectory to label in steps "
+                                  f"{span[0]}-{span[1]} (its steps: {_ranges(have)}); choose steps it holds")
     if config.limit is not None:
         todo = todo[: config.limit]
     if not todo:
