@@ -22,6 +22,7 @@ algorithm, estimator, clip and KL settings kept), then checks them as ``--runs``
 
     python benchmarks/bench_health.py [--seeds 100] [--conventions verl,trl] [--runs DIR ...]
     python benchmarks/bench_health.py --seeds 0 --make-runs out/health-runs   # real runs only
+    python benchmarks/bench_health.py --seeds 0 --make-runs out/h --make presets --runs out/d/run
 """
 
 from __future__ import annotations
@@ -55,25 +56,32 @@ def real_runs(paths: list[str]) -> list[str]:
         held = (f"held-out {100 * a.heldout.last.success.estimate:.0f}%" if a.heldout is not None
                 else f"{a.outcome.source or 'no outcome'}")
         flagged = ", ".join(f"{f.kind} ({f.severity})" for f in bad) or "none"
-        rows.append(f"| {rid} ({len(a.steps)} steps) | {a.outcome.state}, {held} | {flagged} |")
+        where = Path(path).parent.name if Path(path).name == "run" else Path(path).name
+        rows.append(f"| {where} ({len(a.steps)} steps) | {a.outcome.state}, {held} | {flagged} |")
     return rows
 
 
-TINY = ["model.tiny=true", "rollout.tasks_per_step=8", "rollout.n=4", "rollout.max_tokens_per_turn=8",
-        "rollout.max_turns=4", "trainer.total_steps=20", "trainer.save_every=0", "trainer.threads=2",
+TINY = ["model.tiny=true", "rollout.tasks_per_step=4", "rollout.n=4", "rollout.max_tokens_per_turn=8",
+        "rollout.max_turns=2", "trainer.total_steps=10", "trainer.save_every=0", "trainer.threads=2",
         "logging.tensorboard=false", "logging.progress=false"]
-"""A preset's tiny run: its algorithm on the tiny model, cut to about a minute of CPU."""
+"""A preset's tiny run: its algorithm on the tiny model, cut to a few minutes of CPU (the byte
+tokenizer makes multi-turn prompts long: alfworld_gigpo at 8 tasks x 4 samples x 4 turns took
+3.5 minutes a step on two shared cores)."""
 
 
-def make_runs(out: Path) -> list[str]:
-    """The demo over three seeds and each preset's tiny run, under ``out``; their paths."""
+def make_runs(out: Path, which: str = "demo,presets") -> list[str]:
+    """The demo over three seeds and each preset's tiny run (``which``: either or both), under
+    ``out``; their paths."""
     from rich.progress import Progress
 
     from rolloutlab.train._config import presets_dir
 
     presets = sorted(q.stem for q in presets_dir().glob("*.yaml") if q.stem != "demo" and not q.stem.startswith("sft"))
-    jobs = [(f"demo-seed{s}", ["demo", "--out", f"{out}/demo-seed{s}", "--no-report", f"seed={s}"]) for s in (0, 1, 2)]
-    jobs += [(p, ["train", p, *TINY, "--out", f"{out}/{p}"]) for p in presets]
+    jobs = []
+    if "demo" in which:
+        jobs += [(f"demo-seed{s}", ["demo", "--out", f"{out}/demo-seed{s}", "--no-report", f"seed={s}"]) for s in (0, 1, 2)]
+    if "presets" in which:
+        jobs += [(p, ["train", p, *TINY, "--out", f"{out}/{p}"]) for p in presets]
     paths = []
     with Progress() as bar:
         task = bar.add_task("runs", total=len(jobs))
@@ -97,9 +105,10 @@ def main() -> None:
     ap.add_argument("--conventions", default=",".join(CONVENTIONS), help="comma-separated; default: all")
     ap.add_argument("--runs", nargs="*", default=[], help="real runs to check as analyze reports them")
     ap.add_argument("--make-runs", metavar="DIR", help="train the demo (3 seeds) and each preset's tiny run here, then check them")
+    ap.add_argument("--make", default="demo,presets", help="with --make-runs: demo, presets or both (default)")
     args = ap.parse_args()
     if args.make_runs:
-        args.runs = [*args.runs, *make_runs(Path(args.make_runs))]
+        args.runs = [*args.runs, *make_runs(Path(args.make_runs), args.make)]
     if args.runs:
         print("| run | outcome | findings at warning or above |\n|---|---|---|")
         print("\n".join(real_runs(args.runs)) + "\n")
