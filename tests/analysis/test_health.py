@@ -80,6 +80,15 @@ def test_kl_step_change_hand_case() -> None:
     assert rep.scalars["kl_ref"] == "actor/kl_loss"
 
 
+def test_kl_leaving_zero_is_no_blowup_until_it_matters() -> None:
+    """A tiny run's KL to the reference leaving 0 (textcraft_scalinginter, 10 steps:
+    6e-6 -> 2.3e-4, a 15x 'rise') is no blow-up; the same shape 100x larger is."""
+    kl = np.array([0.0, 1e-5, 2e-5, 3e-5, 5e-5, 8e-5, 1.1e-4, 1.5e-4, 1.9e-4, 2.3e-4])
+    assert not [f for f in health_check(_table(n=10, **{"actor/kl_loss": kl})).findings if f.kind == "kl_blowup"]
+    (f,) = [f for f in health_check(_table(n=10, **{"actor/kl_loss": 100 * kl})).findings if f.kind == "kl_blowup"]
+    assert f.severity in ("warning", "critical") and f.evidence["late"] >= 1e-3
+
+
 def test_missing_scalars_are_named() -> None:
     rep = health_check(_table(**{"actor/entropy": np.linspace(1, 0.8, 100)}))
     assert "entropy_collapse" in rep.checked

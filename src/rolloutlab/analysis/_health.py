@@ -97,6 +97,9 @@ __all__ = [
 Severity = Literal["info", "warning", "critical"]
 SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "critical": 2}
 Z_MIN = 8.0
+KL_REF_MIN = 1e-3
+"""Nats per token: KL to the reference below this is not a blow-up, however many times it grew
+(it starts at 0 and multiplies while the policy takes its first steps away)."""
 MIN_STEPS = 10
 
 HEALTH_SCALARS: dict[str, tuple[str, ...]] = {
@@ -495,8 +498,10 @@ def _times(ratio: float) -> str:
 
 
 def _rise_log(kind: str, key: str, what: str, warn_ratio: float, crit_ratio: float, floor: float,
-              direction: int = 1) -> Callable[[dict[str, Scalar], int], Finding | None]:
-    """A ratio change on the log scale: warning at ``warn_ratio``×, critical at ``crit_ratio``×."""
+              direction: int = 1, min_late: float = 0.0) -> Callable[[dict[str, Scalar], int], Finding | None]:
+    """A ratio change on the log scale: warning at ``warn_ratio``×, critical at ``crit_ratio``×;
+    for a rise, only once the late level reaches ``min_late`` (a quantity that starts at 0,
+    such as KL to the reference, multiplies many times over while it is still negligible)."""
 
     def detect(sc: dict[str, Scalar], n: int) -> Finding | None:
         s = sc[key]
@@ -504,10 +509,10 @@ def _rise_log(kind: str, key: str, what: str, warn_ratio: float, crit_ratio: flo
         if sh is None:
             return None
         ratio = math.exp(direction * (sh.late - sh.ref))
-        if ratio < warn_ratio or sh.z < Z_MIN or sh.share < 0.6:
+        pre, late = math.exp(sh.pre), math.exp(sh.late)
+        if ratio < warn_ratio or sh.z < Z_MIN or sh.share < 0.6 or (direction > 0 and late < min_late):
             return None
         sev: Severity = "critical" if ratio >= crit_ratio else "warning"
-        pre, late = math.exp(sh.pre), math.exp(sh.late)
         verb = "rose" if direction > 0 else "fell"
         text = (f"{what} {verb} {_times(ratio)} from step {sh.onset:.0f} ({pre:.3g} before, {late:.3g} over the last "
                 f"steps; {_z_text(sh.z)})")
@@ -841,11 +846,13 @@ def _table_rows(sigs: Sequence[Signature]) -> str:
 
 SIGNATURES: tuple[Signature, ...] = (
     Signature("kl_blowup", "KL to the reference blowing up", ("kl_ref",),
-              "≥ 4× its level before; ≥ 20×",
+              "≥ 4× its level before and ≥ 0.001 nats; ≥ 20×",
               ("raise the KL coefficient (or turn on the KL loss) and lower the learning rate",
                "roll back to the last checkpoint before the onset and resume with a smaller step",
                "check the reference model is the one the run started from"),
-              _rise_log("kl_blowup", "kl_ref", "KL to the reference", 4.0, 20.0, 1e-6)),
+              # a KL under 0.001 nats per token is no blow-up whatever its ratio: a tiny run's KL
+              # leaving 0 went 6e-6 -> 2e-4 in ten steps (textcraft_scalinginter, bench_health)
+              _rise_log("kl_blowup", "kl_ref", "KL to the reference", 4.0, 20.0, 1e-6, min_late=KL_REF_MIN)),
     Signature("entropy_collapse", "entropy collapse", ("entropy",),
               "stays < 25% of its start; < 10%",
               ("add an entropy bonus or raise the upper clip bound (DAPO clip-higher, e.g. 0.28)",
