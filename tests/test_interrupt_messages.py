@@ -31,3 +31,12 @@ def test_interrupted_eval_says_how_to_resume(tmp_path: Path, sig: signal.Signals
     text = err.decode()
     assert f"interrupted ({sig.name}): finished episodes are kept" in text and "store" not in text
     assert "Traceback" not in text
+
+
+def test_step_spans_in_messages() -> None:
+    """``errors.spans``, the step lists in train's and label's messages."""
+    from rolloutlab.errors import spans
+
+    assert spans([4, 5, 6, 9]) == "4-6, 9"
+    assert spans([1]) == "1" and spans([]) == ""
+    assert spans([1, 3, 4, 10, 11, 12]) == "1, 3-4, 10-12"

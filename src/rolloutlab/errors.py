@@ -4,6 +4,7 @@ so bad input is found in seconds."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 
@@ -99,6 +100,17 @@ def snippet_of(raw: bytes | str, column: int | None = None, width: int = 60) -> 
         start = max(0, column - 1 - width // 2)
         out = ("…" if start else "") + text[start : start + width] + ("…" if start + width < len(text) else "")
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in out)
+
+
+def spans(steps: Sequence[int]) -> str:
+    """Sorted step numbers as runs, for messages: ``[4, 5, 6, 9]`` -> ``"4-6, 9"``."""
+    out: list[str] = []
+    for s in steps:
+        if out and out[-1].split("-")[-1] == str(s - 1):
+            out[-1] = f"{out[-1].split('-')[0]}-{s}"
+        else:
+            out.append(str(s))
+    return ", ".join(out)
 
 
 class StoreDamaged(RolloutlabError):

@@ -34,7 +34,7 @@ from typing import Any
 import orjson
 
 from rolloutlab.agent import Policy, make_policy
-from rolloutlab.errors import RolloutlabError
+from rolloutlab.errors import RolloutlabError, spans
 from rolloutlab.io import RunWriter, read_run
 from rolloutlab.label._actionprob import HFScorer, OpenAIScorer, Scorer, action_prob_labels
 from rolloutlab.label._config import LabelConfig
@@ -80,17 +80,6 @@ def apply_labels(t: Trajectory, labels: list[dict[str, Any]]) -> Trajectory:
         extras = {**(u.extras or {}), "env_reward": u.reward, "label": lab}
         turns.append(u.model_copy(update={"reward": lab["value"], "extras": extras}))
     return t.model_copy(update={"turns": turns})
-
-
-def _ranges(steps: list[int]) -> str:
-    """Sorted step numbers as runs, ``"1-30, 40"``."""
-    out: list[str] = []
-    for s in steps:
-        if out and s == int(out[-1].rpartition("-")[2]) + 1:
-            out[-1] = f"{out[-1].partition('-')[0]}-{s}"
-        else:
-            out.append(str(s))
-    return ", ".join(out)
 
 
 def _labels_record(config: LabelConfig, source: Source, model: str) -> dict[str, Any]:
@@ -180,7 +169,7 @@ async def _run(config: LabelConfig, on_progress: Callable[[LabelProgress], None]
         if not todo:
             have = sorted({i.trajectory.step for i in source.items})
             raise RolloutlabError(f"--steps {config.steps}: {config.run} has no trajectory to label in steps "
-                                  f"{span[0]}-{span[1]} (its steps: {_ranges(have)}); choose steps it holds")
+                                  f"{span[0]}-{span[1]} (its steps: {spans(have)}); choose steps it holds")
     if config.limit is not None:
         todo = todo[: config.limit]
     if not todo:

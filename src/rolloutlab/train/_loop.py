@@ -56,6 +56,7 @@ import torch
 from rolloutlab import algos, outcomes
 from rolloutlab.agent import Episode, LoopConfig, TrainablePolicy
 from rolloutlab.envs import EnvSpec, Task, get_env_spec
+from rolloutlab.errors import spans
 from rolloutlab.io import RolloutlabError, RunWriter, read_run
 from rolloutlab.outcomes import METRIC_NAMES, step_outcome
 from rolloutlab.schema import Run, Trajectory
@@ -367,7 +368,7 @@ class Trainer:
         if dropped:
             log.warning(
                 "%s: resuming from checkpoint step_%06d; discarded steps %s written after it (their rollouts "
-                "and metrics lines); they are trained again", self.run_dir, step, _spans(sorted(dropped)),
+                "and metrics lines); they are trained again", self.run_dir, step, spans(sorted(dropped)),
             )
         ck = self.run_dir / "checkpoints"
         if ck.is_dir():
@@ -820,21 +821,10 @@ def repetition_rate(trajs: Sequence[Trajectory]) -> float | None:
     return float(np.mean(repeats)) if repeats else None
 
 
-def _spans(steps: Sequence[int]) -> str:
-    """``[4, 5, 6, 9]`` -> ``4-6, 9``."""
-    out: list[str] = []
-    for s in steps:
-        if out and out[-1].split("-")[-1] == str(s - 1):
-            out[-1] = f"{out[-1].split('-')[0]}-{s}"
-        else:
-            out.append(str(s))
-    return ", ".join(out)
-
-
 def _no_checkpoint(run_dir: Path, cfg: TrainConfig) -> str:
     """Why a run without a complete checkpoint cannot be resumed, and what to do."""
     written = sorted(int(p.stem[5:]) for p in (run_dir / "rollouts").glob("step_*.jsonl")) if (run_dir / "rollouts").is_dir() else []
-    wrote = f"it wrote steps {_spans(written)} but" if written else "it"
+    wrote = f"it wrote steps {spans(written)} but" if written else "it"
     return (
         f"{run_dir} has no complete checkpoint (checkpoints/step_NNNNNN/ with {STATE_FILE}): {wrote} saved none "
         f"(trainer.save_every={cfg.trainer.save_every}, and it ended before a stop could save), so there is no "
